@@ -1,0 +1,40 @@
+# Builds the lance-c Rust crate with cargo and exposes it as the imported
+# static library `lance_c`, with its generated header.
+#
+# Cargo's target directory lives outside the checkout by default, so a fresh
+# clone (CI's, say) reuses the compiled Lance instead of rebuilding it.
+
+find_program(CARGO cargo HINTS "$ENV{HOME}/.cargo/bin" REQUIRED)
+
+if(DEFINED ENV{KV0_CARGO_TARGET_DIR})
+  set(_kv0_default_target "$ENV{KV0_CARGO_TARGET_DIR}")
+elseif(DEFINED ENV{CARGO_TARGET_DIR})
+  set(_kv0_default_target "$ENV{CARGO_TARGET_DIR}")
+else()
+  set(_kv0_default_target "$ENV{HOME}/.cache/kv0/cargo-target")
+endif()
+set(KV0_CARGO_TARGET_DIR "${_kv0_default_target}" CACHE PATH "cargo target directory for lance-c")
+set(KV0_CARGO_PROFILE "release" CACHE STRING "cargo profile for lance-c")
+
+set(_lance_c_dir "${KV0_CARGO_TARGET_DIR}/${KV0_CARGO_PROFILE}")
+set(LANCE_C_LIBRARY "${_lance_c_dir}/liblance_c.a")
+set(LANCE_C_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/rust/lance-c/include")
+
+# Always ask cargo: it decides in about a second whether anything changed.
+add_custom_target(lance_c_cargo
+  COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${KV0_CARGO_TARGET_DIR}
+          ${CARGO} build --locked --profile ${KV0_CARGO_PROFILE}
+          --manifest-path ${PROJECT_SOURCE_DIR}/rust/lance-c/Cargo.toml
+  BYPRODUCTS ${LANCE_C_LIBRARY}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}/rust/lance-c
+  COMMENT "cargo build lance-c (${KV0_CARGO_PROFILE})"
+  USES_TERMINAL)
+
+add_library(lance_c STATIC IMPORTED GLOBAL)
+set_target_properties(lance_c PROPERTIES
+  IMPORTED_LOCATION ${LANCE_C_LIBRARY}
+  INTERFACE_INCLUDE_DIRECTORIES ${LANCE_C_INCLUDE_DIR})
+find_package(Threads REQUIRED)
+# What `cargo rustc -- --print native-static-libs` lists for this crate.
+target_link_libraries(lance_c INTERFACE Threads::Threads dl m rt)
+add_dependencies(lance_c lance_c_cargo)

@@ -1,0 +1,204 @@
+// kv0::kv: an ordered key-value store on one Lance dataset.
+//
+// Keys and values are byte strings; keys sort byte-wise (memcmp). Writes are
+// applied at once to an in-memory view that serves every read, logged to a
+// local write-ahead log, and committed to Lance in batches: when the buffer
+// passes write_buffer_size, every flush_interval, on Flush(), on a sync write,
+// and on close. A DB is thread-safe; reads see every write made through it,
+// flushed or not.
+//
+// Several handles, in one process or many, may open one database. Appends
+// never conflict; each handle sees the others' committed writes when it
+// refreshes (at most every refresh_interval, or on Refresh()). Conflicting
+// writes to one key resolve last-writer-wins by sequence number, a hybrid
+// logical clock in nanoseconds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv0/error.h"
+
+namespace kv0::kv {
+
+// How a handle's write-ahead log reaches the disk.
+enum class WalSync {
+  kNone,    // written to the OS on every write, never fsynced: survives a process crash
+  kBatch,   // also fsynced about every 100 ms: a power loss can lose the last ~100 ms
+  kAlways,  // fsynced before every write returns
+};
+
+struct Options {
+  // --- Opening -------------------------------------------------------------
+  bool create_if_missing = true;
+  // Read only: writes fail with NotSupported.
+  bool read_only = false;
+  // Open this version (non-zero) or tag, read-only.
+  uint64_t version = 0;
+  std::string tag;
+  // Object-store settings handed to Lance unchanged (aws_endpoint, ...).
+  std::map<std::string, std::string> storage_options;
+
+  // --- Writing -------------------------------------------------------------
+  size_t write_buffer_size = 4 << 20;  // bytes buffered before a commit
+  std::chrono::milliseconds flush_interval{5000};
+  size_t max_fragments = 32;  // compact after a flush when there are more
+
+  // --- Memory and reopen ---------------------------------------------------
+  // Committed values longer than this stay in Lance; the view keeps their
+  // address and reads them through a cache of value_cache_size bytes.
+  size_t lazy_value_threshold = 4096;
+  size_t value_cache_size = 64 << 20;
+  // A handle closing with at least this many entries saves its view.
+  size_t snapshot_min_entries = 100000;
+
+  // --- Consistency -----------------------------------------------------------
+  std::chrono::seconds tombstone_grace{3600};
+  std::chrono::milliseconds refresh_interval{1000};
+  // Lance cleans up versions older than this every 20 commits.
+  std::chrono::seconds version_retention{7 * 24 * 3600};
+
+  // --- Write-ahead log ---------------------------------------------------------
+  // Root of the local WAL directories: this, else $KV0_WAL_DIR, else the
+  // platform cache directory (~/.cache/kv0/wal).
+  std::string wal_dir;
+  WalSync wal_sync = WalSync::kBatch;
+  // Marks older than this are dropped by compaction; a WAL with an older
+  // operation and no mark fails the open unless replay_stale_wal is set.
+  std::chrono::seconds mark_ttl{30 * 24 * 3600};
+  bool replay_stale_wal = false;
+};
+
+struct WriteOptions {
+  // Committed to Lance before the call returns.
+  bool sync = false;
+  // Not logged: lost if the process dies before the next commit.
+  bool disable_wal = false;
+};
+
+// Writes applied atomically: all or none, for local readers and in storage.
+class WriteBatch {
+ public:
+  enum class Kind : uint8_t { kPut = 0, kDelete = 1, kDeleteRange = 2 };
+  struct Op {
+    Kind kind;
+    std::string key;    // the key, or the inclusive start of a range
+    std::string value;  // the value, or the exclusive end of a range
+  };
+
+  void Put(std::string_view key, std::string_view value);
+  void Delete(std::string_view key);
+  // Deletes every key in [begin, end).
+  void DeleteRange(std::string_view begin, std::string_view end);
+  void Clear() { ops_.clear(); }
+  size_t Count() const { return ops_.size(); }
+  const std::vector<Op>& ops() const { return ops_; }
+
+ private:
+  std::vector<Op> ops_;
+};
+
+// A position in the store's key order. Iterators are not snapshots: they read
+// the view in chunks, so they see writes beyond their position made before
+// the next chunk is read, and never return a key twice or out of order.
+// Not thread-safe; use one per thread.
+class Iterator {
+ public:
+  virtual ~Iterator() = default;
+  virtual bool Valid() const = 0;
+  virtual void SeekToFirst() = 0;
+  virtual void SeekToLast() = 0;
+  // The first key >= target.
+  virtual void Seek(std::string_view target) = 0;
+  // The last key <= target.
+  virtual void SeekForPrev(std::string_view target) = 0;
+  virtual void Next() = 0;
+  virtual void Prev() = 0;
+  // Valid() must be true. The views stay valid until the iterator moves.
+  virtual std::string_view key() const = 0;
+  virtual std::string_view value() = 0;
+};
+
+struct VersionInfo {
+  uint64_t version = 0;
+  int64_t timestamp_us = 0;  // commit time
+};
+
+// Counters a caller can show: what the handle holds and has done.
+struct Stats {
+  uint64_t version = 0;          // dataset version the handle reads
+  uint64_t entries = 0;          // live keys in the view
+  uint64_t tombstones = 0;       // point tombstones in the view
+  uint64_t range_tombstones = 0; // range tombstone pieces in the view
+  uint64_t lazy_values = 0;      // values that stay in Lance
+  uint64_t buffered_ops = 0;     // operations not yet committed
+  uint64_t buffered_bytes = 0;
+  uint64_t fragments = 0;
+  uint64_t stored_rows = 0;
+  uint64_t flushes = 0;
+  uint64_t compactions = 0;
+  bool opened_from_snapshot = false;
+};
+
+class DB {
+ public:
+  // Opens (or creates) the database at a path or URI. Opening a missing
+  // database read-only, or at a version, fails with NotFound.
+  static std::unique_ptr<DB> Open(const std::string& uri, const Options& options = {});
+
+  // Flushes and closes (see Close).
+  ~DB();
+  DB(const DB&) = delete;
+  DB& operator=(const DB&) = delete;
+
+  void Put(std::string_view key, std::string_view value, const WriteOptions& options = {});
+  void Delete(std::string_view key, const WriteOptions& options = {});
+  void DeleteRange(std::string_view begin, std::string_view end, const WriteOptions& options = {});
+  void Write(const WriteBatch& batch, const WriteOptions& options = {});
+
+  std::optional<std::string> Get(std::string_view key);
+  std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
+  // False only if the key is certainly absent. Answered from the view.
+  bool KeyMayExist(std::string_view key);
+  std::unique_ptr<Iterator> NewIterator();
+
+  // Commits every buffered write to Lance.
+  void Flush();
+  // Flushes, then rewrites the whole store as its live rows.
+  void CompactRange();
+  // Reads what other writers committed since the last refresh.
+  void Refresh();
+
+  uint64_t version() const;
+  std::vector<VersionInfo> Versions();
+  // Deletes versions older than `older_than` (never a tagged one); returns
+  // how many it removed.
+  uint64_t CleanupOldVersions(std::chrono::seconds older_than);
+  // Names a version (0: the latest); tags survive cleanup.
+  void CreateTag(const std::string& tag, uint64_t version = 0);
+  void DeleteTag(const std::string& tag);
+  std::map<std::string, uint64_t> Tags();
+
+  Stats GetStats();
+  const std::string& uri() const;
+
+  // Flushes, saves the view for a fast reopen when it is large, and releases
+  // the write-ahead log. Further calls fail with NotSupported. Errors are
+  // reported here; the destructor swallows them (the WAL keeps the writes).
+  void Close();
+
+  class Impl;
+
+ private:
+  explicit DB(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kv0::kv

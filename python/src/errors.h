@@ -1,0 +1,12 @@
+// Maps kv0::Error onto the exception classes of kv0.errors.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace kv0::python {
+
+// Registers the translator: a kv0::Error with code C raises kv0.errors.<C's
+// Python name>, which the pure-Python package defines.
+void RegisterErrors(nanobind::module_& m);
+
+}  // namespace kv0::python

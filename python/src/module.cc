@@ -1,0 +1,99 @@
+// kv0._kv0: the native half of the Python package.
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "arrow_capsule.h"
+#include "errors.h"
+#include "lance/dataset.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kv0::python {
+namespace {
+
+// Low-level access to one Lance dataset through libkv0, for tests and
+// tools: kv0's own layers sit on the same calls.
+void BindLance(nb::module_& m) {
+  nb::module_ lance = m.def_submodule("lance", "Raw Lance datasets through libkv0.");
+
+  lance.def(
+      "write",
+      [](const std::string& uri, nb::handle data, const lance::StorageOptions& options,
+         const std::string& mode) {
+        arrow::OwnedStream stream = ImportStream(data);
+        nb::gil_scoped_release release;
+        if (mode == "create") {
+          arrow::OwnedSchema schema;
+          if (stream->get_schema(stream.get(), schema.get()) != 0) {
+            throw Error(Code::kInvalidArgument, "cannot read the schema of the input stream");
+          }
+          auto ds = lance::Dataset::Create(uri, options, *schema.get(), {});
+          auto result = ds.Append(std::move(stream));
+          return std::make_pair(result.version, result.fragment_ids);
+        }
+        if (mode != "append") throw Error(Code::kInvalidArgument, "mode is create or append");
+        auto ds = lance::Dataset::Open(uri, options);
+        auto result = ds.Append(std::move(stream));
+        return std::make_pair(result.version, result.fragment_ids);
+      },
+      "uri"_a, "data"_a, "storage_options"_a = lance::StorageOptions{}, "mode"_a = "create",
+      "Writes data (anything with __arrow_c_stream__) as one fragment: into a new dataset "
+      "(mode='create') or appended (mode='append'). Returns (version, fragment ids).");
+
+  lance.def(
+      "scan",
+      [](const std::string& uri, std::optional<std::vector<std::string>> columns,
+         std::optional<std::string> filter, bool with_row_address,
+         const lance::StorageOptions& options) {
+        arrow::OwnedStream out;
+        {
+          nb::gil_scoped_release release;
+          auto ds = lance::Dataset::Open(uri, options);
+          lance::ScanOptions scan;
+          if (columns) scan.columns = *columns;
+          if (filter) scan.filter = *filter;
+          scan.with_row_address = with_row_address;
+          // The reader keeps the dataset's stream alive on its own.
+          out = ds.ScanStream(scan);
+        }
+        return ExportStream(std::move(out));
+      },
+      "uri"_a, "columns"_a = nb::none(), "filter"_a = nb::none(), "with_row_address"_a = false,
+      "storage_options"_a = lance::StorageOptions{},
+      "Scans the latest version; returns an Arrow stream.");
+
+  lance.def(
+      "take",
+      [](const std::string& uri, const std::vector<uint64_t>& addresses,
+         const std::vector<std::string>& columns, const lance::StorageOptions& options) {
+        arrow::OwnedStream out;
+        {
+          nb::gil_scoped_release release;
+          auto ds = lance::Dataset::Open(uri, options);
+          out = ds.TakeStream(addresses, columns);
+        }
+        return ExportStream(std::move(out));
+      },
+      "uri"_a, "addresses"_a, "columns"_a = std::vector<std::string>{},
+      "storage_options"_a = lance::StorageOptions{},
+      "Reads the rows at the given row addresses; returns an Arrow stream.");
+}
+
+}  // namespace
+}  // namespace kv0::python
+
+NB_MODULE(_kv0, m) {
+  m.doc() = "Native core of kv0, an embedded storage engine on Lance datasets.";
+  m.attr("__version__") = KV0_VERSION;
+  m.def("lance_version", &kv0::lance::LanceVersion,
+        "The version of the Lance library kv0 was built with.");
+  kv0::python::RegisterErrors(m);
+  kv0::python::BindArrow(m);
+  kv0::python::BindLance(m);
+}

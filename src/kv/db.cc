@@ -1,0 +1,146 @@
+// The public DB and WriteBatch: thin forwarding to DB::Impl.
+
+#include "kv/db_impl.h"
+#include "kv/iterator.h"
+
+namespace kv0::kv {
+
+void WriteBatch::Put(std::string_view key, std::string_view value) {
+  ops_.push_back({Kind::kPut, std::string(key), std::string(value)});
+}
+
+void WriteBatch::Delete(std::string_view key) {
+  ops_.push_back({Kind::kDelete, std::string(key), {}});
+}
+
+void WriteBatch::DeleteRange(std::string_view begin, std::string_view end) {
+  ops_.push_back({Kind::kDeleteRange, std::string(begin), std::string(end)});
+}
+
+DB::DB(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+DB::~DB() {
+  try {
+    impl_->Close();
+  } catch (...) {
+    // The WAL keeps what could not be committed; the next open replays it.
+  }
+}
+
+std::unique_ptr<DB> DB::Open(const std::string& uri, const Options& options) {
+  return std::unique_ptr<DB>(new DB(Impl::Open(uri, options)));
+}
+
+void DB::Put(std::string_view key, std::string_view value, const WriteOptions& options) {
+  WriteBatch batch;
+  batch.Put(key, value);
+  impl_->Write(batch, options);
+}
+
+void DB::Delete(std::string_view key, const WriteOptions& options) {
+  WriteBatch batch;
+  batch.Delete(key);
+  impl_->Write(batch, options);
+}
+
+void DB::DeleteRange(std::string_view begin, std::string_view end, const WriteOptions& options) {
+  WriteBatch batch;
+  batch.DeleteRange(begin, end);
+  impl_->Write(batch, options);
+}
+
+void DB::Write(const WriteBatch& batch, const WriteOptions& options) {
+  impl_->Write(batch, options);
+}
+
+std::optional<std::string> DB::Get(std::string_view key) { return impl_->Get(key); }
+
+std::vector<std::optional<std::string>> DB::MultiGet(std::span<const std::string_view> keys) {
+  return impl_->MultiGet(keys);
+}
+
+bool DB::KeyMayExist(std::string_view key) { return impl_->KeyMayExist(key); }
+
+std::unique_ptr<Iterator> DB::NewIterator() {
+  impl_->CheckOpen();
+  impl_->MaybeRefresh();
+  return std::make_unique<ViewIterator>(impl_);
+}
+
+void DB::Flush() {
+  impl_->CheckOpen();
+  impl_->Flush();
+}
+
+void DB::CompactRange() { impl_->CompactRange(); }
+void DB::Refresh() { impl_->Refresh(); }
+uint64_t DB::version() const { return impl_->version(); }
+std::vector<VersionInfo> DB::Versions() { return impl_->Versions(); }
+
+uint64_t DB::CleanupOldVersions(std::chrono::seconds older_than) {
+  return impl_->CleanupOldVersions(older_than);
+}
+
+void DB::CreateTag(const std::string& tag, uint64_t version) { impl_->CreateTag(tag, version); }
+void DB::DeleteTag(const std::string& tag) { impl_->DeleteTag(tag); }
+std::map<std::string, uint64_t> DB::Tags() { return impl_->Tags(); }
+Stats DB::GetStats() { return impl_->GetStats(); }
+const std::string& DB::uri() const { return impl_->uri(); }
+void DB::Close() { impl_->Close(); }
+
+// --- Impl's version, tag and statistics calls -------------------------------
+
+std::vector<VersionInfo> DB::Impl::Versions() {
+  CheckOpen();
+  std::vector<VersionInfo> out;
+  for (const auto& v : dataset_->Versions()) out.push_back({v.version, v.timestamp_us});
+  return out;
+}
+
+uint64_t DB::Impl::CleanupOldVersions(std::chrono::seconds older_than) {
+  CheckOpen();
+  if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
+  return dataset_->CleanupOldVersions(older_than).old_versions;
+}
+
+void DB::Impl::CreateTag(const std::string& tag, uint64_t version) {
+  CheckOpen();
+  if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
+  if (tag.empty()) throw Error(Code::kInvalidArgument, "a tag needs a name");
+  dataset_->CreateTag(tag, version == 0 ? dataset_->LatestVersion() : version);
+}
+
+void DB::Impl::DeleteTag(const std::string& tag) {
+  CheckOpen();
+  if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
+  dataset_->DeleteTag(tag);
+}
+
+std::map<std::string, uint64_t> DB::Impl::Tags() {
+  CheckOpen();
+  return dataset_->Tags();
+}
+
+Stats DB::Impl::GetStats() {
+  CheckOpen();
+  Stats stats;
+  stats.version = dataset_->version();
+  {
+    std::lock_guard lock(write_mu_);
+    stats.buffered_ops = pending_.count();
+    stats.buffered_bytes = pending_.bytes();
+  }
+  std::shared_lock lock(view_mu_);
+  stats.entries = view_.live();
+  stats.tombstones = view_.tombstones();
+  stats.range_tombstones = view_.ranges().size();
+  stats.lazy_values = view_.lazy();
+  stats.fragments = applied_.size();
+  for (const auto& [id, f] : applied_) stats.stored_rows += f.physical_rows - f.deleted_rows;
+  stats.flushes = flushes_;
+  stats.compactions = compactions_;
+  stats.opened_from_snapshot = opened_from_snapshot_;
+  return stats;
+}
+
+}  // namespace kv0::kv

@@ -1,0 +1,139 @@
+// The machinery behind kv0::kv::DB. One Impl per open handle.
+//
+// Following a write: DB::Put -> Impl::Write (db_write.cc) takes a sequence
+// number from the clock, logs the operations to the WAL, applies them to the
+// view and adds them to the pending buffer, all under write_mu_. A flush
+// (Impl::Flush, db_write.cc) swaps the pending buffer out and seals the WAL
+// segment under write_mu_, appends the operations plus a mark row to Lance as
+// one fragment, then deletes the sealed segments; after it, compaction.cc may
+// rewrite the dataset. Reads (db_read.cc) are served from the view; values
+// that stay in Lance are read through LazyValues. Opening (db_open.cc) loads
+// the view from a snapshot and/or the dataset, then replays abandoned WALs.
+//
+// Locks, always taken in this order: flush_mu_ (one flush or compaction at a
+// time), refresh_mu_ (one refresh at a time; compaction holds it so the view
+// only changes by its own hand), write_mu_ (writers), view_mu_ (the view and
+// the fragment bookkeeping; readers share it).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+
+#include "kv/lazy_values.h"
+#include "kv/op_log.h"
+#include "kv/view.h"
+#include "kv0/kv.h"
+#include "lance/dataset.h"
+#include "util/background.h"
+#include "util/clock.h"
+#include "wal/wal.h"
+
+namespace kv0::kv {
+
+class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB::Impl> {
+ public:
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  // db_open.cc
+  static std::shared_ptr<Impl> Open(const std::string& uri, const Options& options);
+  void Close();
+  ~Impl() override;
+
+  // db_write.cc
+  void Write(const WriteBatch& batch, const WriteOptions& options);
+  void Flush();
+  void OnTick(SteadyTime now) override;
+
+  // db_read.cc
+  std::optional<std::string> Get(std::string_view key);
+  std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
+  bool KeyMayExist(std::string_view key);
+  void Refresh();
+  void MaybeRefresh();
+  // Reads the values of refs; on a failure, refreshes once (another writer
+  // may have compacted and cleaned up) and reads the keys' new references.
+  std::vector<std::shared_ptr<const std::string>> ReadLazy(std::span<const std::string> keys,
+                                                           std::span<const LazyRef> refs);
+
+  // compaction.cc
+  void CompactRange();
+
+  // Everything else (db.cc)
+  uint64_t version() const { return dataset_->version(); }
+  std::vector<VersionInfo> Versions();
+  uint64_t CleanupOldVersions(std::chrono::seconds older_than);
+  void CreateTag(const std::string& tag, uint64_t version);
+  void DeleteTag(const std::string& tag);
+  std::map<std::string, uint64_t> Tags();
+  Stats GetStats();
+  const std::string& uri() const { return uri_; }
+
+  // For iterators (iterator.cc): the view, shared-locked by the caller.
+  std::shared_mutex& view_mu() { return view_mu_; }
+  const View& view() const { return view_; }
+  void CheckOpen() const;
+
+ private:
+  Impl(std::string uri, const Options& options);
+
+  // db_open.cc
+  void LoadView();
+  bool LoadSnapshot();
+  void SaveSnapshot();
+  void ReplayAbandonedWals();
+  std::string SnapshotPath() const;
+
+  // db_read.cc: applies fragments' rows to the view (holding refresh_mu_).
+  void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments);
+  void RebindFragments(const std::vector<lance::FragmentInfo>& fragments);
+  void RefreshLocked();
+
+  // db_write.cc
+  void FlushLocked();  // holds flush_mu_
+  void ScheduleFlush();
+  void ApplyToView(const OpBuffer& ops);
+
+  // compaction.cc (holding flush_mu_)
+  void MaybeCompact();
+  void Materialize();
+  void RewriteFragments();
+
+  const std::string uri_;
+  const Options options_;
+  const bool read_only_;
+  const bool pinned_;  // opened at a version or tag: never refreshes
+
+  std::unique_ptr<lance::Dataset> dataset_;
+  std::unique_ptr<LazyValues> lazy_;
+
+  std::mutex flush_mu_;
+  std::mutex refresh_mu_;
+
+  std::mutex write_mu_;
+  HybridClock clock_;
+  OpBuffer pending_;               // applied to the view, not yet committed
+  std::unique_ptr<wal::Log> wal_;  // null for read-only and memory:// handles
+  std::string wal_dir_;            // this dataset's WAL directory (empty for memory://)
+
+  mutable std::shared_mutex view_mu_;
+  View view_;
+  std::map<uint64_t, lance::FragmentInfo> applied_;  // fragments the view holds
+  std::map<std::string, uint64_t> marks_;            // WAL writer -> highest committed seq
+
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> flush_scheduled_{false};
+  std::atomic<int64_t> last_flush_ns_{0};     // steady clock
+  std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
+  std::atomic<int64_t> last_refresh_ns_{0};   // steady clock
+  std::atomic<uint64_t> flushes_{0};
+  std::atomic<uint64_t> compactions_{0};
+  bool opened_from_snapshot_ = false;
+};
+
+}  // namespace kv0::kv

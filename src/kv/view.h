@@ -1,0 +1,82 @@
+// The in-memory view of a key-value store: every key's newest entry (values,
+// lazy references and point tombstones) plus the range deletions.
+//
+// Applying is idempotent and order-independent, so rows can be applied as
+// Lance decodes them, fragments in any order, and a row seen twice changes
+// nothing. An operation is ignored when the key already holds a newer entry
+// or a newer range deletion covers it. The invariant every read relies on: no
+// entry is covered by a newer range deletion (applying a range removes the
+// older entries it covers), so a read looks at one entry and nothing else.
+//
+// Not synchronised: the DB guards it with a reader-writer lock.
+#pragma once
+
+#include <absl/container/btree_set.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "kv/entry.h"
+#include "kv/range_tombstones.h"
+
+namespace kv0::kv {
+
+class View {
+ public:
+  using Set = absl::btree_set<Entry*, EntryLess>;
+
+  View() = default;
+  ~View();
+  View(const View&) = delete;
+  View& operator=(const View&) = delete;
+
+  // Each returns whether the view changed.
+  bool ApplyPut(uint64_t seq, std::string_view key, std::string_view value);
+  bool ApplyLazy(uint64_t seq, std::string_view key, uint32_t value_size, LazyRef ref);
+  bool ApplyDelete(uint64_t seq, std::string_view key);
+  bool ApplyDeleteRange(uint64_t seq, std::string_view begin, std::string_view end);
+
+  // The entry for key (possibly a tombstone), or nullptr.
+  const Entry* Find(std::string_view key) const;
+
+  // Replaces the entry for key, if it still is the one written at seq, by a
+  // lazy reference (after its value was committed, or moved by a rewrite).
+  // Returns whether it did.
+  bool SetLazy(std::string_view key, uint64_t seq, LazyRef ref);
+
+  // Drops point tombstones and range pieces older than cutoff; returns how
+  // many it dropped.
+  size_t DropTombstonesOlderThan(uint64_t cutoff);
+
+  // Appends a run of entries in ascending key order with no range deletions
+  // in between, as a snapshot loads them; faster than applying one by one.
+  // The entries must sort after every entry already in the view.
+  void AppendSorted(Entry* entry);
+
+  // Exchanges the contents of two views (a loaded snapshot goes in whole).
+  void Swap(View& other) noexcept;
+
+  const Set& entries() const { return entries_; }
+  const RangeTombstones& ranges() const { return ranges_; }
+  RangeTombstones& mutable_ranges() { return ranges_; }
+
+  uint64_t live() const { return entries_.size() - tombstones_; }
+  uint64_t tombstones() const { return tombstones_; }
+  uint64_t lazy() const { return lazy_; }
+  uint64_t max_seq() const { return max_seq_; }
+  // Bytes of entries (headers, keys, values held in memory).
+  uint64_t entry_bytes() const { return entry_bytes_; }
+
+ private:
+  bool Replace(Entry* fresh);
+  void Count(const Entry* e, int sign);
+
+  Set entries_;
+  RangeTombstones ranges_;
+  uint64_t tombstones_ = 0;
+  uint64_t lazy_ = 0;
+  uint64_t max_seq_ = 0;
+  uint64_t entry_bytes_ = 0;
+};
+
+}  // namespace kv0::kv

@@ -1,0 +1,197 @@
+// kv0's view of one Lance dataset: RAII over the lance-c handle.
+//
+// Every method blocks until Lance is done and reports failures as
+// kv0::Error (see MapStatus in dataset.cc for how Lance's codes map). A
+// Dataset reads one version, its "current" version; commits made through it
+// move it to the version they created (which may include other writers'
+// commits, since Lance rebases an append onto the latest version). Methods
+// may be called from several threads at once.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lance/arrow.h"
+
+struct LanceDataset;
+struct LanceFragments;
+
+namespace kv0::lance {
+
+// Object-store settings handed to Lance unchanged (aws_endpoint, ...).
+using StorageOptions = std::map<std::string, std::string>;
+
+// A fragment's identity: its id plus the files that hold its rows and its
+// deletions. Two fragments with equal identity hold the same rows.
+struct FragmentInfo {
+  uint64_t id = 0;
+  std::string data_file;      // first data file; Lance names each uniquely
+  uint64_t physical_rows = 0;
+  std::string deletion_file;  // empty when no row is deleted
+  uint64_t deleted_rows = 0;
+
+  bool operator==(const FragmentInfo&) const = default;
+};
+
+struct VersionInfo {
+  uint64_t version = 0;
+  int64_t timestamp_us = 0;  // commit time, microseconds since the Unix epoch
+};
+
+// A commit's outcome: the version it created and the ids Lance gave to the
+// fragments it added, in the order they were written. A row's address is
+// (fragment id << 32) | its position in the fragment.
+struct CommitResult {
+  uint64_t version = 0;
+  std::vector<uint64_t> fragment_ids;
+};
+
+struct CompactResult {
+  std::vector<uint64_t> removed;  // fragments the rewrite replaced
+  std::vector<uint64_t> added;    // fragments it wrote instead
+};
+
+struct CreateOptions {
+  // Lance's automatic cleanup: every `interval` commits, remove versions
+  // older than `older_than`. An interval of 0 keeps every version.
+  uint32_t auto_cleanup_interval = 0;
+  std::chrono::seconds auto_cleanup_older_than{0};
+};
+
+struct ScanOptions {
+  std::vector<std::string> columns;  // empty: every column
+  std::string filter;                // SQL predicate; empty: every row
+  std::optional<std::vector<uint64_t>> fragment_ids;  // only these fragments
+  bool with_row_address = false;     // adds "_rowaddr" (uint64)
+  size_t batch_size = 0;             // 0: Lance's default
+};
+
+struct CompactOptions {
+  size_t target_rows_per_fragment = 0;  // 0: Lance's default
+  bool materialize_deletions = true;
+  float materialize_deletions_threshold = 0.1f;
+};
+
+struct CleanupStats {
+  uint64_t old_versions = 0;
+  uint64_t bytes_removed = 0;
+};
+
+// The name of Lance's row address column in scans.
+inline constexpr const char* kRowAddress = "_rowaddr";
+
+// Fragments written by WriteFragments and not yet committed.
+class UncommittedFragments {
+ public:
+  UncommittedFragments() = default;
+  explicit UncommittedFragments(LanceFragments* raw) : raw_(raw) {}
+  LanceFragments* release() { return raw_.release(); }
+
+ private:
+  struct Free {
+    void operator()(LanceFragments* raw) const;
+  };
+  std::unique_ptr<LanceFragments, Free> raw_;
+};
+
+class Dataset {
+ public:
+  // Opens the dataset at uri: the latest version, or `version` (non-zero),
+  // or the version `tag` names. NotFound if there is none.
+  static Dataset Open(const std::string& uri, const StorageOptions& options, uint64_t version = 0,
+                      const std::string& tag = "");
+  // Creates an empty dataset. Conflict if one exists already.
+  static Dataset Create(const std::string& uri, const StorageOptions& options,
+                        const arrow::Schema& schema, const CreateOptions& create);
+  // The same for a schema received over the C Data Interface (borrowed).
+  static Dataset Create(const std::string& uri, const StorageOptions& options,
+                        const ArrowSchema& schema, const CreateOptions& create);
+  static bool Exists(const std::string& uri, const StorageOptions& options);
+
+  Dataset(Dataset&&) noexcept = default;
+  Dataset& operator=(Dataset&&) noexcept = default;
+  ~Dataset();
+
+  const std::string& uri() const { return uri_; }
+  const StorageOptions& storage_options() const { return options_; }
+
+  // --- Versions -----------------------------------------------------------
+  uint64_t version() const;
+  // The newest version in storage, found without loading it.
+  uint64_t LatestVersion() const;
+  // Moves to the newest version in storage.
+  void CheckoutLatest();
+  std::vector<VersionInfo> Versions() const;
+
+  // --- Reading the current version -----------------------------------------
+  std::vector<FragmentInfo> Fragments() const;
+  arrow::OwnedSchema Schema() const;
+  uint64_t CountRows(const std::string& filter = "") const;
+  arrow::StreamReader Scan(const ScanOptions& options) const;
+  // The rows at `addresses`, in that order, as one batch.
+  arrow::StreamReader Take(std::span<const uint64_t> addresses,
+                           const std::vector<std::string>& columns) const;
+  // The same as raw streams, for callers that hand them on (to Python, say).
+  // A stream stays readable after the Dataset is gone.
+  arrow::OwnedStream ScanStream(const ScanOptions& options) const;
+  arrow::OwnedStream TakeStream(std::span<const uint64_t> addresses,
+                                const std::vector<std::string>& columns) const;
+
+  // --- Writing ----------------------------------------------------------------
+  // Appends the stream's rows as one fragment in one commit. An empty stream
+  // commits nothing and returns the current version.
+  CommitResult Append(arrow::OwnedStream rows);
+  // Writes fragments without committing them.
+  UncommittedFragments WriteFragments(arrow::OwnedStream rows);
+  // One commit that removes `removed` and adds `added`, based on the current
+  // version. Appends committed meanwhile survive; Conflict if a concurrent
+  // commit removed or rewrote one of `removed` (nothing is committed then).
+  CommitResult CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added);
+  // Lance's compaction (a Rewrite): rows move to new fragments unchanged.
+  CompactResult Compact(const CompactOptions& options);
+  void Delete(const std::string& predicate);
+  // Adds nullable, all-null columns without rewriting data.
+  void AddNullColumns(const arrow::Schema& columns);
+
+  // --- Indices, tags, configuration, cleanup ------------------------------------
+  // Creates the BTREE index `name` on `column`, or brings it up to date.
+  void CreateBTreeIndex(const std::string& column, const std::string& name);
+  std::map<std::string, std::string> Indices() const;  // name -> column
+  void CreateTag(const std::string& tag, uint64_t version);
+  void DeleteTag(const std::string& tag);
+  std::map<std::string, uint64_t> Tags() const;
+  // Removes versions older than `older_than` that no tag names (never the
+  // current one). With error_if_tagged, a tagged old version fails the call.
+  CleanupStats CleanupOldVersions(std::chrono::seconds older_than, bool error_if_tagged = false);
+  std::map<std::string, std::string> Config() const;
+  std::map<std::string, std::string> Metadata() const;
+  // Sets keys, or removes those mapped to nullopt, in one commit.
+  void UpdateConfig(const std::map<std::string, std::optional<std::string>>& changes);
+  void UpdateMetadata(const std::map<std::string, std::optional<std::string>>& changes);
+
+ private:
+  Dataset(std::string uri, StorageOptions options, LanceDataset* raw);
+
+  struct Free {
+    void operator()(LanceDataset* raw) const;
+  };
+  std::string uri_;
+  StorageOptions options_;
+  std::unique_ptr<LanceDataset, Free> raw_;
+};
+
+// Receives Lance's log records: level 1 (error) to 5 (trace).
+using LogCallback = void (*)(int level, const char* target, const char* message, void* user);
+// Installs callback (nullptr removes it) for records up to max_level.
+void SetLogCallback(LogCallback callback, void* user, int max_level);
+
+// The lance-c crate's version string.
+std::string LanceVersion();
+
+}  // namespace kv0::lance

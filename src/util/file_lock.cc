@@ -1,0 +1,71 @@
+#include "util/file_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+#include <utility>
+
+#include "kv0/error.h"
+
+namespace kv0 {
+
+namespace {
+
+[[noreturn]] void ThrowIOError(const std::string& path, const char* what, int err) {
+  throw Error(Code::kIOError, path + ": " + what + ": " + std::generic_category().message(err));
+}
+
+}  // namespace
+
+std::optional<FileLock> FileLock::TryAcquire(const std::string& path, bool create) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+  if (fd < 0) {
+    int err = errno;
+    if (!create && (err == ENOENT || err == ENOTDIR)) return std::nullopt;
+    ThrowIOError(path, "cannot open lock file", err);
+  }
+  FileLock lock(path, fd);
+  while (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EWOULDBLOCK) return std::nullopt;
+    ThrowIOError(path, "cannot lock", err);
+  }
+  // A holder that deletes its directory unlinks the lock file while holding
+  // it; whoever opened the file just before and locks it just after would hold
+  // a lock nobody else can see. Only a lock on the file still at path counts.
+  struct stat held, current;
+  if (fstat(fd, &held) != 0) ThrowIOError(path, "cannot stat lock file", errno);
+  if (stat(path.c_str(), &current) != 0) {
+    int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return std::nullopt;
+    ThrowIOError(path, "cannot stat lock file", err);
+  }
+  if (held.st_dev != current.st_dev || held.st_ino != current.st_ino) return std::nullopt;
+  return lock;
+}
+
+FileLock::FileLock(FileLock&& other) noexcept
+    : path_(std::move(other.path_)), fd_(std::exchange(other.fd_, -1)) {}
+
+FileLock& FileLock::operator=(FileLock&& other) noexcept {
+  if (this != &other) {
+    Release();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+FileLock::~FileLock() { Release(); }
+
+void FileLock::Release() noexcept {
+  // Closing the only descriptor of the open file description drops the lock.
+  if (fd_ >= 0) close(std::exchange(fd_, -1));
+}
+
+}  // namespace kv0

@@ -1,0 +1,264 @@
+#include "wal/segment.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cinttypes>
+#include <cstdio>
+#include <system_error>
+
+#include "kv0/error.h"
+
+namespace kv0::wal {
+
+namespace {
+
+constexpr std::string_view kSuffix = ".wal";
+
+uint32_t DecodeU32(const char* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+uint64_t DecodeU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+std::optional<uint64_t> ParseNumber(std::string_view s) {
+  uint64_t v = 0;
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+void ReadFile(int fd, const std::string& path, std::string& out) {
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ThrowIOError(path, "cannot read segment", errno);
+    if (n == 0) ThrowIOError(path, "segment shrank while being read", EIO);
+    done += static_cast<size_t>(n);
+  }
+}
+
+void TruncateFile(const std::string& path, uint64_t size) {
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) ThrowIOError(path, "cannot open segment to cut off a torn record", errno);
+  int err = 0;
+  if (ftruncate(fd, static_cast<off_t>(size)) != 0) err = errno;
+  if (err == 0) err = SyncData(fd);
+  close(fd);
+  if (err != 0) ThrowIOError(path, "cannot cut off a torn record", err);
+}
+
+// A crash can leave a file longer than the data that reached the disk, padded
+// with zeros; such a tail is as torn as a short one.
+bool AllZero(const std::string& data, size_t from) {
+  return std::all_of(data.begin() + static_cast<std::ptrdiff_t>(from), data.end(),
+                     [](char c) { return c == 0; });
+}
+
+void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& records) {
+  const std::string& path = segment.path;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ThrowIOError(path, "cannot open segment", errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    ThrowIOError(path, "cannot stat segment", err);
+  }
+  uint64_t end = static_cast<uint64_t>(st.st_size);
+  if (segment.name.valid_bytes) end = std::min(end, *segment.name.valid_bytes);
+  std::string data(end, '\0');
+  try {
+    ReadFile(fd, path, data);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t left = data.size() - pos;
+    std::string problem;
+    bool reaches_end = true;  // the damaged record extends to the end of the file
+    if (left < kHeaderSize) {
+      problem = "incomplete record header";
+    } else {
+      uint32_t length = DecodeU32(&data[pos]);
+      uint64_t checksum = DecodeU64(&data[pos + 4]);
+      if (length > left - kHeaderSize) {
+        problem = "record length " + std::to_string(length) + " runs past the end of the file";
+      } else if (XXH3_64bits(&data[pos + kHeaderSize], length) != checksum) {
+        problem = "checksum mismatch";
+        reaches_end = length == left - kHeaderSize;
+      } else {
+        records.emplace_back(data, pos + kHeaderSize, length);
+        pos += kHeaderSize + length;
+        continue;
+      }
+    }
+    if (!last || !(reaches_end || AllZero(data, pos))) {
+      throw Error(Code::kCorruption,
+                  path + ": corrupt record at offset " + std::to_string(pos) + ": " + problem);
+    }
+    // The tail was being written when the writer stopped, so it was never
+    // acknowledged. Cutting it leaves a well-formed file for the next reader.
+    TruncateFile(path, pos);
+    break;
+  }
+}
+
+}  // namespace
+
+void EncodeHeader(std::string_view payload, char (&header)[kHeaderSize]) {
+  uint64_t length = payload.size();
+  uint64_t checksum = XXH3_64bits(payload.data(), payload.size());
+  for (int i = 0; i < 4; ++i) header[i] = static_cast<char>(length >> (8 * i));
+  for (int i = 0; i < 8; ++i) header[4 + i] = static_cast<char>(checksum >> (8 * i));
+}
+
+std::string SegmentFileName(uint64_t number) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "%012" PRIu64 ".wal", number);
+  return name;
+}
+
+std::string CutSegmentFileName(uint64_t number, uint64_t valid_bytes) {
+  return SegmentFileName(number) + "." + std::to_string(valid_bytes);
+}
+
+std::optional<SegmentName> ParseSegmentName(std::string_view file_name) {
+  size_t suffix = file_name.find(kSuffix);
+  if (suffix == std::string_view::npos) return std::nullopt;
+  SegmentName name;
+  auto number = ParseNumber(file_name.substr(0, suffix));
+  if (!number) return std::nullopt;
+  name.number = *number;
+  std::string_view rest = file_name.substr(suffix + kSuffix.size());
+  if (!rest.empty()) {
+    if (rest[0] != '.') return std::nullopt;
+    name.valid_bytes = ParseNumber(rest.substr(1));
+    if (!name.valid_bytes) return std::nullopt;
+  }
+  return name;
+}
+
+std::vector<Segment> ListSegments(const std::string& dir) {
+  auto names = ListDirIfExists(dir);
+  if (!names) ThrowIOError(dir, "cannot list WAL directory", ENOENT);
+  std::vector<Segment> segments;
+  for (const std::string& file_name : *names) {
+    auto name = ParseSegmentName(file_name);
+    if (!name) continue;
+    Segment segment{dir + "/" + file_name, *name, 0};
+    struct stat st;
+    if (stat(segment.path.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;  // deleted by the writer after we listed it
+      ThrowIOError(segment.path, "cannot stat segment", errno);
+    }
+    if (!S_ISREG(st.st_mode)) continue;
+    segment.size = static_cast<uint64_t>(st.st_size);
+    segments.push_back(std::move(segment));
+  }
+  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+    return a.name.number != b.name.number ? a.name.number < b.name.number : a.path < b.path;
+  });
+  return segments;
+}
+
+void ReadRecords(const std::vector<Segment>& segments, std::vector<std::string>& records) {
+  // Empty segments after a torn one hide no records, so the tail rule applies
+  // to the last segment with bytes (a writer stopped right after a Seal).
+  size_t last = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (std::min(segments[i].size, segments[i].name.valid_bytes.value_or(UINT64_MAX)) > 0) {
+      last = i;
+    }
+  }
+  for (size_t i = 0; i < segments.size(); ++i) ReadSegment(segments[i], i >= last, records);
+}
+
+void ThrowIOError(const std::string& path, std::string_view what, int err) {
+  throw Error(Code::kIOError,
+              path + ": " + std::string(what) + ": " + std::generic_category().message(err));
+}
+
+std::optional<std::vector<std::string>> ListDirIfExists(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return std::nullopt;
+    ThrowIOError(dir, "cannot list directory", errno);
+  }
+  std::vector<std::string> names;
+  for (;;) {
+    errno = 0;
+    dirent* entry = readdir(d);
+    if (entry == nullptr) {
+      int err = errno;
+      closedir(d);
+      if (err != 0) ThrowIOError(dir, "cannot list directory", err);
+      return names;
+    }
+    std::string_view name = entry->d_name;
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void CreateDirs(const std::string& path, bool sync) {
+  if (path.empty()) throw Error(Code::kInvalidArgument, "empty WAL directory path");
+  if (IsDirectory(path)) return;
+  size_t end = 0;
+  while (end != std::string::npos) {
+    end = path.find('/', end + 1);
+    std::string prefix = path.substr(0, end);
+    if (prefix.empty() || prefix.back() == '/') continue;  // root, or a doubled slash
+    if (mkdir(prefix.c_str(), 0755) == 0) {
+      if (sync) {
+        size_t slash = prefix.rfind('/');
+        std::string parent = slash == std::string::npos ? "." : prefix.substr(0, slash + 1);
+        if (int err = SyncDir(parent)) ThrowIOError(parent, "cannot sync directory", err);
+      }
+      continue;
+    }
+    int err = errno;
+    if (err != EEXIST) ThrowIOError(prefix, "cannot create directory", err);
+    if (!IsDirectory(prefix)) ThrowIOError(prefix, "cannot create directory", ENOTDIR);
+  }
+}
+
+int SyncDir(const std::string& dir) noexcept {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = fsync(fd) == 0 ? 0 : errno;
+  close(fd);
+  return err;
+}
+
+int SyncData(int fd) noexcept {
+#ifdef __APPLE__
+  return fsync(fd) == 0 ? 0 : errno;
+#else
+  return fdatasync(fd) == 0 ? 0 : errno;
+#endif
+}
+
+}  // namespace kv0::wal

@@ -1,0 +1,173 @@
+// The local write-ahead log, shared by the key-value and tracking layers.
+//
+// Layout on local disk:
+//
+//   <root>/<16 hex digits of xxh3(key)>/<writer id>/LOCK
+//                                                   000000000001.wal ...
+//
+// The key is the dataset URI (key-value layer) or "repo:<uri>" (tracking).
+// Each open Log is one writer: a directory named by a random 64-bit id, kept
+// exclusively flock'ed for as long as the writer runs. A directory whose lock
+// can be taken belongs to a writer that is gone; the next writer either adopts
+// it (when it holds no records) or claims its records for replay.
+//
+// This layer sees records as opaque byte strings. Deciding what a record
+// means, what is already committed and what to replay is the caller's job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/file_lock.h"
+
+namespace kv0::wal {
+
+// How far Append goes before it returns.
+enum class SyncMode {
+  // The record is handed to the OS: it survives the process dying, not a power
+  // loss or a kernel crash. Nothing is ever fsynced.
+  kNone,
+  // As kNone, and Sync(), which the background thread calls about every
+  // 100 ms, fsyncs: a power loss loses at most the records since the last
+  // Sync().
+  kBatch,
+  // Append fsyncs before it returns: an acknowledged record is on disk.
+  kAlways,
+};
+
+// "none", "batch" or "always"; anything else throws kInvalidArgument.
+SyncMode ParseSyncMode(std::string_view name);
+std::string_view SyncModeName(SyncMode mode) noexcept;
+
+// The WAL root: wal_dir_option if set, else $KV0_WAL_DIR, else the platform
+// cache directory ($XDG_CACHE_HOME/kv0/wal or ~/.cache/kv0/wal; on macOS
+// ~/Library/Caches/kv0/wal).
+std::string ResolveRoot(const std::string& wal_dir_option);
+
+// The directory under root that holds the writers of one dataset or repo.
+std::string DatasetDir(const std::string& root, std::string_view key);
+
+// One open writer.
+//
+// Records are appended to the current segment; Seal() closes it and starts the
+// next, so the caller can delete exactly the segments its Lance commit covers.
+//
+// Failed appends: Append writes a record with one write call and, on failure,
+// truncates the segment back to where the record started before it throws
+// kIOError, so a reported failure is never replayed, and a partial record never
+// sits in front of later acknowledged ones (recovery would take it for a torn
+// tail and drop them). If the truncation itself fails, the segment is renamed
+// to record how many of its bytes are good and the log continues in a new
+// segment. If that fails too, every Append throws kIOError until a Seal()
+// succeeds.
+//
+// Thread-safe. Records land in the order their Append calls are made under
+// the log's internal mutex; a caller that needs a specific order appends under
+// its own lock. Sync() may run concurrently with Append: it does not hold the
+// mutex while it waits for the disk.
+class Log {
+ public:
+  // Creates dataset_dir if needed. Adopts an idle writer directory (unlocked,
+  // no records) and its writer id if there is one, so a machine's writer ids
+  // stay few; otherwise creates a directory with a fresh id. Throws kIOError
+  // naming the path if the directory cannot be created or written.
+  static std::unique_ptr<Log> Open(const std::string& dataset_dir, SyncMode mode);
+
+  // Without CloseClean(), leaves the segments for a later ClaimAbandoned, as
+  // a crash would. Unsynced records are not fsynced.
+  ~Log();
+
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+
+  // Appends one record, durable as mode() says. Throws kInvalidArgument for a
+  // payload over 4 GiB - 1 (nothing is written), kIOError on failure (see
+  // above), kNotSupported after CloseClean().
+  void Append(std::string_view payload);
+
+  // fsyncs the current segment if anything was appended since the last sync,
+  // and returns whether it did. Does nothing in kNone mode (and in kAlways
+  // there is never anything left to sync). Throws kIOError; the records since
+  // the last successful sync may then not be durable.
+  bool Sync();
+
+  // Closes the current segment, fsynced unless mode() is kNone, and starts a
+  // new one. Returns N such that every record appended before the call is in
+  // a segment numbered <= N and every later record in one numbered > N. An
+  // empty current segment is kept. Throws kIOError if the segment cannot be
+  // synced (nothing changes) or no new segment can be created (appends are
+  // refused until a later Seal() succeeds; its N covers these records too).
+  uint64_t Seal();
+
+  // Deletes the segments numbered <= upto, once a commit covers them. Never
+  // deletes the current segment.
+  void DeleteSealed(uint64_t upto);
+
+  // Everything appended is committed: deletes all segments, keeps the empty
+  // directory for a later Open to adopt, and releases the lock. The log
+  // accepts no more appends.
+  void CloseClean();
+
+  const std::string& writer_id() const { return writer_id_; }
+  const std::string& dir() const { return dir_; }
+  SyncMode mode() const { return mode_; }
+  // Bytes of records in the current segment.
+  uint64_t segment_bytes() const;
+
+ private:
+  Log(std::string dir, std::string writer_id, SyncMode mode, FileLock lock);
+
+  void CheckAppendableLocked() const;
+  void OpenSegmentLocked();
+  // Throws for a failed append; wrote says whether part of the record may be
+  // in the file.
+  [[noreturn]] void FailAppendLocked(std::string_view what, int err, bool wrote);
+  bool TruncateTailLocked();
+  bool MarkTailLocked();
+
+  const std::string dir_;
+  const std::string writer_id_;
+  const SyncMode mode_;
+
+  mutable std::mutex mu_;
+  FileLock lock_;
+  int fd_ = -1;               // current segment, or -1 if none could be opened
+  std::string segment_path_;  // its path (it changes when the segment is renamed)
+  uint64_t number_ = 0;       // its number
+  uint64_t next_number_ = 1;
+  uint64_t size_ = 0;      // bytes of whole records in it
+  bool bad_tail_ = false;  // it ends in a failed record that is still there
+  uint64_t appended_ = 0;  // records appended over the log's life
+  uint64_t synced_ = 0;    // how many of them are known durable
+  bool closed_ = false;
+};
+
+// The records of a writer that is gone, with its lock held so no one else
+// claims them. Destroying it releases the lock and leaves the files.
+struct Abandoned {
+  std::string dir;
+  std::string writer_id;
+  std::vector<std::string> records;  // in write order
+  FileLock lock;
+
+  // Deletes the directory (once its records are safe elsewhere) and releases
+  // the lock.
+  void Remove();
+};
+
+// Locks and reads every writer directory under dataset_dir, except
+// own_writer_id's, whose lock can be taken and that holds at least one
+// segment with bytes in it. Directories of running writers are skipped.
+//
+// A record cut off by the end of a directory's last segment (empty ones aside)
+// is a torn write: it is dropped and truncated away. A checksum mismatch or a record running
+// past the end of a file anywhere else throws kCorruption naming the file and
+// offset. Gaps in segment numbers are normal (sealed segments are deleted).
+std::vector<Abandoned> ClaimAbandoned(const std::string& dataset_dir,
+                                      const std::string& own_writer_id);
+
+}  // namespace kv0::wal
