@@ -73,15 +73,15 @@ int main(int argc, char** argv) {
       kv0::arrow::Utf8Column phase(*batch, "phase");
       for (int64_t i = 0; i < batch->num_rows(); ++i) {
         std::string p = phase.is_null(i) ? "-" : std::string(phase.value(i));
-        std::printf("  %5lld  %8.4f  %-5s\n", static_cast<long long>(step.value(i)),
-                    loss.value(i), p.c_str());
+        std::printf("  %5lld  %8.4f  %-5s\n", static_cast<long long>(step.value(i)), loss.value(i),
+                    p.c_str());
       }
     }
 
     auto compacted = ds.Compact({});
     std::cout << "\ncompacted " << compacted.removed.size() << " fragments into "
-              << compacted.added.size() << "; version " << ds.version() << ", "
-              << ds.CountRows() << " rows\n";
+              << compacted.added.size() << "; version " << ds.version() << ", " << ds.CountRows()
+              << " rows\n";
     return 0;
   } catch (const kv0::Error& e) {
     std::cerr << "demo failed: " << e.what() << "\n";

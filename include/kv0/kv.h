@@ -133,12 +133,12 @@ struct VersionInfo {
 
 // Counters a caller can show: what the handle holds and has done.
 struct Stats {
-  uint64_t version = 0;          // dataset version the handle reads
-  uint64_t entries = 0;          // live keys in the view
-  uint64_t tombstones = 0;       // point tombstones in the view
-  uint64_t range_tombstones = 0; // range tombstone pieces in the view
-  uint64_t lazy_values = 0;      // values that stay in Lance
-  uint64_t buffered_ops = 0;     // operations not yet committed
+  uint64_t version = 0;           // dataset version the handle reads
+  uint64_t entries = 0;           // live keys in the view
+  uint64_t tombstones = 0;        // point tombstones in the view
+  uint64_t range_tombstones = 0;  // range tombstone pieces in the view
+  uint64_t lazy_values = 0;       // values that stay in Lance
+  uint64_t buffered_ops = 0;      // operations not yet committed
   uint64_t buffered_bytes = 0;
   uint64_t fragments = 0;
   uint64_t stored_rows = 0;

@@ -58,8 +58,7 @@ arrow::OwnedStream ImportStream(nb::handle source) {
     throw nb::type_error("expected an object with __arrow_c_stream__ (pyarrow, polars, ...)");
   }
   nb::object capsule = source.attr("__arrow_c_stream__")();
-  auto* raw =
-      static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(capsule.ptr(), kStreamCapsule));
+  auto* raw = static_cast<ArrowArrayStream*>(PyCapsule_GetPointer(capsule.ptr(), kStreamCapsule));
   if (raw == nullptr) throw nb::python_error();
   // Owned takes the struct and marks the capsule's copy released, so the
   // capsule's destructor leaves it alone.

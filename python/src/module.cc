@@ -7,6 +7,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
+
 #include "arrow_capsule.h"
 #include "errors.h"
 #include "lance/dataset.h"
@@ -86,6 +88,25 @@ void BindLance(nb::module_& m) {
 }
 
 }  // namespace
+
+void BindKv(nb::module_& m);  // kv.cc
+
+// Lance's log records go to Python's logging module, as logger
+// "lance.<target>". Called on Lance's threads: it takes the GIL only here,
+// which is safe because kv0 never waits on Lance while holding the GIL.
+void LogToPython(int level, const char* target, const char* message, void*) {
+  if (!Py_IsInitialized()) return;
+  nb::gil_scoped_acquire gil;
+  try {
+    static const int kLevels[] = {0, 40, 30, 20, 10, 5};  // ERROR .. TRACE
+    nb::object logging = nb::module_::import_("logging");
+    nb::object logger = logging.attr("getLogger")(std::string("lance.") + target);
+    logger.attr("log")(kLevels[std::clamp(level, 1, 5)], message);
+  } catch (...) {
+    PyErr_Clear();  // logging must never raise into Lance
+  }
+}
+
 }  // namespace kv0::python
 
 NB_MODULE(_kv0, m) {
@@ -96,4 +117,13 @@ NB_MODULE(_kv0, m) {
   kv0::python::RegisterErrors(m);
   kv0::python::BindArrow(m);
   kv0::python::BindLance(m);
+  kv0::python::BindKv(m);
+  m.def(
+      "set_lance_log_level",
+      [](int level) {
+        kv0::lance::SetLogCallback(level > 0 ? kv0::python::LogToPython : nullptr, nullptr, level);
+      },
+      "level"_a,
+      "Forwards Lance's log records up to this level (1 error, 2 warn, 3 info, 4 debug, "
+      "5 trace; 0 stops) to the logging module, as loggers named lance.<target>.");
 }

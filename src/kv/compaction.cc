@@ -112,8 +112,8 @@ void DB::Impl::Materialize() {
   auto collect_entries = [&] {
     std::vector<Row> rows;
     std::shared_lock lock(view_mu_);
-    auto it = started ? view_.entries().upper_bound(std::string_view(resume))
-                      : view_.entries().begin();
+    auto it =
+        started ? view_.entries().upper_bound(std::string_view(resume)) : view_.entries().begin();
     started = true;
     for (; it != view_.entries().end() && rows.size() < kRewriteBatchRows; ++it) {
       const Entry* e = *it;

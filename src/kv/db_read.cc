@@ -39,8 +39,7 @@ std::optional<std::string> DB::Impl::Get(std::string_view key) {
   return *values[0];
 }
 
-std::vector<std::optional<std::string>> DB::Impl::MultiGet(
-    std::span<const std::string_view> keys) {
+std::vector<std::optional<std::string>> DB::Impl::MultiGet(std::span<const std::string_view> keys) {
   CheckOpen();
   MaybeRefresh();
   std::vector<std::optional<std::string>> out(keys.size());

@@ -100,8 +100,7 @@ void DB::Impl::ScheduleFlush() {
 void DB::Impl::OnTick(SteadyTime now) {
   if (closed_) return;
   int64_t now_ns = SteadyNanos(now);
-  if (wal_ && wal_->mode() == wal::SyncMode::kBatch &&
-      now_ns - last_wal_sync_ns_ >= 100'000'000) {
+  if (wal_ && wal_->mode() == wal::SyncMode::kBatch && now_ns - last_wal_sync_ns_ >= 100'000'000) {
     last_wal_sync_ns_ = now_ns;
     wal_->Sync();
   }

@@ -24,8 +24,8 @@ Entry* Entry::Allocate(uint64_t seq, std::string_view key, uint32_t size_and_fla
 
 Entry* Entry::NewValue(uint64_t seq, std::string_view key, std::string_view value) {
   if (value.size() > kMaxValueSize) {
-    throw Error(Code::kInvalidArgument, "value of " + std::to_string(value.size()) +
-                                            " bytes is over kv0's limit of 1 GiB");
+    throw Error(Code::kInvalidArgument,
+                "value of " + std::to_string(value.size()) + " bytes is over kv0's limit of 1 GiB");
   }
   return Allocate(seq, key, static_cast<uint32_t>(value.size()), value);
 }

@@ -36,8 +36,8 @@ class ViewIterator final : public Iterator {
  private:
   struct Item {
     std::string key;
-    std::string value;            // inline value, or filled in by Resolve
-    std::optional<LazyRef> ref;   // set until the stored value is read
+    std::string value;           // inline value, or filled in by Resolve
+    std::optional<LazyRef> ref;  // set until the stored value is read
   };
 
   // Fills the chunk with the entries at or after `from` (none: the first),

@@ -5,7 +5,7 @@
 namespace kv0::kv {
 
 std::vector<std::string> LazyValues::TakeFrom(const lance::Dataset& dataset,
-                                               std::span<const LazyRef> refs) {
+                                              std::span<const LazyRef> refs) {
   std::vector<uint64_t> addresses;
   addresses.reserve(refs.size());
   for (const auto& r : refs) addresses.push_back(r.address);

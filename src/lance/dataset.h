@@ -31,7 +31,7 @@ using StorageOptions = std::map<std::string, std::string>;
 // deletions. Two fragments with equal identity hold the same rows.
 struct FragmentInfo {
   uint64_t id = 0;
-  std::string data_file;      // first data file; Lance names each uniquely
+  std::string data_file;  // first data file; Lance names each uniquely
   uint64_t physical_rows = 0;
   std::string deletion_file;  // empty when no row is deleted
   uint64_t deleted_rows = 0;
@@ -65,11 +65,11 @@ struct CreateOptions {
 };
 
 struct ScanOptions {
-  std::vector<std::string> columns;  // empty: every column
-  std::string filter;                // SQL predicate; empty: every row
+  std::vector<std::string> columns;                   // empty: every column
+  std::string filter;                                 // SQL predicate; empty: every row
   std::optional<std::vector<uint64_t>> fragment_ids;  // only these fragments
-  bool with_row_address = false;     // adds "_rowaddr" (uint64)
-  size_t batch_size = 0;             // 0: Lance's default
+  bool with_row_address = false;                      // adds "_rowaddr" (uint64)
+  size_t batch_size = 0;                              // 0: Lance's default
 };
 
 struct CompactOptions {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <utility>
 
 #include "kv0/error.h"
@@ -165,6 +166,12 @@ void Background::ForgetParentAfterFork() {
   clients_.clear();
   started_ = false;
   live_workers_ = 0;
+  // A condition variable remembers its waiters, and the parent's waiters do
+  // not exist here: glibc would wait for them to wake, so a notify could
+  // block forever. Start the child with fresh ones (reusing the storage
+  // without destroying the old objects is allowed, and nobody waits on them).
+  new (&tick_cv_) std::condition_variable;
+  new (&work_cv_) std::condition_variable;
 }
 
 }  // namespace kv0

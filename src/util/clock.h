@@ -46,6 +46,7 @@ class HybridClock {
   // data, so relaxed atomics suffice: every read-modify-write of one atomic
   // sees the latest value in its modification order.
   std::atomic<uint64_t> last_{0};
+  static_assert(std::atomic<uint64_t>::is_always_lock_free);
 };
 
 }  // namespace kv0

@@ -33,6 +33,7 @@
 
 namespace kv0 {
 
+// Key must be copyable and comparable with ==; Hash hashes it.
 template <typename Key, typename Hash = std::hash<Key>>
 class ByteLruCache {
  public:
@@ -97,6 +98,12 @@ class ByteLruCache {
   // and to every caller waiting on that load, and nothing is cached; the next
   // call loads again. A null result is likewise returned to all of them and
   // not cached.
+  //
+  // The callers share one exception object, as std::exception_ptr allows.
+  // ThreadSanitizer, with libstdc++ uninstrumented, cannot see the atomic
+  // reference count that orders the object's destruction after their reads,
+  // and may report a false race on it; a test can keep the exception_ptr
+  // alive until its threads are joined, or suppress the report.
   Value GetOrLoad(const Key& key, const Loader& loader) {
     std::unique_lock<std::mutex> lock(mu_);
     if (Value hit = FindLocked(key)) return hit;

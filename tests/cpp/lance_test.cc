@@ -1,14 +1,13 @@
 // The lance-c boundary, exercised through kv0::lance::Dataset on a local
 // directory and on memory://.
 
-#include "lance/dataset.h"
-
 #include <gtest/gtest.h>
 
 #include <set>
 #include <thread>
 
 #include "kv0/error.h"
+#include "lance/dataset.h"
 #include "test_util.h"
 
 namespace kv0::lance {
@@ -443,8 +442,9 @@ TEST_F(LocalDatasetTest, TagSurvivesCleanup) {
 
 TEST_F(LocalDatasetTest, AutoCleanupRemovesOldVersions) {
   std::string uri = dir_ / "auto.lance";
-  Dataset ds = Dataset::Create(uri, {}, kSchema, {.auto_cleanup_interval = 2,
-                                                  .auto_cleanup_older_than = std::chrono::seconds(0)});
+  Dataset ds = Dataset::Create(
+      uri, {}, kSchema,
+      {.auto_cleanup_interval = 2, .auto_cleanup_older_than = std::chrono::seconds(0)});
   for (int i = 0; i < 6; ++i) ds.Append(Rows(i, 1));
   EXPECT_LT(ds.Versions().size(), 7u);
   EXPECT_EQ(ds.CountRows(), 6u);
@@ -470,9 +470,11 @@ TEST_F(LocalDatasetTest, ConcurrentCallsOnOneHandle) {
 
 TEST(LanceLog, CallbackReceivesRecords) {
   static std::atomic<int> records{0};
-  SetLogCallback([](int level, const char*, const char*, void*) {
-    if (level >= 1 && level <= 5) records++;
-  }, nullptr, 5);
+  SetLogCallback(
+      [](int level, const char*, const char*, void*) {
+        if (level >= 1 && level <= 5) records++;
+      },
+      nullptr, 5);
   testing::TempDir dir;
   Dataset ds = Dataset::Create(dir / "log.lance", {}, kSchema, {});
   ds.Append(Rows(0, 10));

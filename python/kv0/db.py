@@ -1,0 +1,457 @@
+"""kv0.DB: the ordered key-value store, call-compatible with aimrocks.
+
+A program written against aimrocks (the RocksDB binding the Aim tracker
+uses) runs on kv0 by importing kv0 in its place. Merge operators, column
+families other than the default and snapshots are not part of kv0: their
+calls exist, and anything beyond what kv0 can honour raises NotSupported
+instead of doing something silently different.
+"""
+
+from __future__ import annotations
+
+import atexit
+import weakref
+from typing import Any, Iterable, Iterator, Optional
+
+from kv0 import errors
+from kv0._kv0 import _DB
+
+# kv0's own options and their types; everything else an Options bag holds is
+# an engine-tuning option of another store and is ignored.
+KV0_OPTIONS: dict[str, type | tuple[type, ...]] = {
+    "create_if_missing": bool,
+    "read_only": bool,
+    "version": (int, type(None)),
+    "tag": (str, type(None)),
+    "storage_options": (dict, type(None)),
+    "write_buffer_size": int,
+    "flush_interval": (int, float),
+    "max_fragments": int,
+    "lazy_value_threshold": int,
+    "value_cache_size": int,
+    "snapshot_min_entries": int,
+    "tombstone_grace": (int, float),
+    "refresh_interval": (int, float),
+    "version_retention": (int, float),
+    "wal_dir": (str, type(None)),
+    "wal_sync": str,
+    "mark_ttl": (int, float),
+    "replay_stale_wal": bool,
+}
+
+
+def _check_option(name: str, value: Any) -> None:
+    expected = KV0_OPTIONS[name]
+    if isinstance(value, bool) and expected in (int, (int, float)):
+        raise errors.InvalidArgument(f"option {name} takes a number, not {value!r}")
+    if not isinstance(value, expected):
+        raise errors.InvalidArgument(f"option {name} has the wrong type: {value!r}")
+    if name == "wal_sync" and value not in ("none", "batch", "always"):
+        raise errors.InvalidArgument("option wal_sync is none, batch or always")
+
+
+class Options:
+    """A permissive bag of options, like aimrocks.Options.
+
+    kv0's own options (see KV0_OPTIONS) are type-checked and honoured; any
+    other option (RocksDB's max_open_files, compression, ...) is accepted
+    and ignored.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        for name, value in kwargs.items():
+            setattr(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in KV0_OPTIONS:
+            _check_option(name, value)
+        object.__setattr__(self, name, value)
+
+    def kv0_options(self) -> dict[str, Any]:
+        return {k: v for k, v in vars(self).items() if k in KV0_OPTIONS}
+
+
+class WriteBatch:
+    """Writes applied atomically by DB.write: all or none."""
+
+    def __init__(self, data: Optional[bytes] = None) -> None:
+        if data is not None:
+            raise errors.NotSupported("WriteBatch from serialized RocksDB data is not supported")
+        self._ops: list[tuple[str, bytes, Optional[bytes]]] = []
+
+    def put(self, key: Any, value: bytes) -> None:
+        self._ops.append(("Put", _key(key), _bytes(value, "value")))
+
+    def delete(self, key: Any) -> None:
+        self._ops.append(("Delete", _key(key), None))
+
+    def delete_range(self, begin: Any, end: Any = None) -> None:
+        if end is None and isinstance(begin, tuple):
+            begin, end = begin
+        self._ops.append(("DeleteRange", _key(begin), _key(end)))
+
+    def merge(self, key: Any, value: bytes) -> None:
+        raise errors.NotSupported("kv0 has no merge operators")
+
+    def clear(self) -> None:
+        self._ops.clear()
+
+    def count(self) -> int:
+        return len(self._ops)
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[tuple[str, bytes, Optional[bytes]]]:
+        return iter(list(self._ops))
+
+    def _native(self) -> list:
+        kinds = {"Put": 0, "Delete": 1, "DeleteRange": 2}
+        return [(kinds[op], k, v) for op, k, v in self._ops]
+
+
+class ColumnFamilyHandle:
+    """The default column family, the only one kv0 has."""
+
+    def __init__(self, name: bytes = b"default") -> None:
+        self.name = name
+        self.id = 0
+        self.is_valid = True
+
+    def __repr__(self) -> str:
+        return f"<ColumnFamilyHandle name={self.name!r}>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ColumnFamilyHandle) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+
+DEFAULT_COLUMN_FAMILY = ColumnFamilyHandle()
+
+
+def _bytes(value: Any, what: str) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes, not {type(value).__name__}")
+
+
+def _key(key: Any) -> bytes:
+    # aimrocks accepts (column_family, key); only the default family exists.
+    if isinstance(key, tuple):
+        if len(key) != 2:
+            raise TypeError("a key tuple is (column_family, key)")
+        _check_family(key[0])
+        key = key[1]
+    return _bytes(key, "key")
+
+
+def _check_family(family: Any) -> None:
+    if family is None or family == DEFAULT_COLUMN_FAMILY:
+        return
+    raise errors.NotSupported(f"kv0 has only the default column family, not {family!r}")
+
+
+_open_handles: "weakref.WeakSet[DB]" = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_handles() -> None:
+    # A script that never closes its DB keeps its writes.
+    for db in list(_open_handles):
+        try:
+            db.close()
+        except Exception:  # the WAL keeps them; the next open replays
+            pass
+
+
+class DB(_DB):
+    """An ordered key-value store on a Lance dataset.
+
+    DB(path, opts=None, column_families=None, read_only=False, **kwargs):
+    path is a directory or a URI (s3://, gs://, az://, memory://); kwargs
+    are kv0 options (storage_options, version, wal_dir, wal_sync, ...),
+    which take precedence over the same options in opts.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        opts: Optional[Options] = None,
+        column_families: Optional[dict] = None,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        options: dict[str, Any] = {}
+        if opts is not None:
+            options.update(opts.kv0_options())
+        for name, value in kwargs.items():
+            if name not in KV0_OPTIONS:
+                raise errors.InvalidArgument(f"unknown kv0 option {name}")
+            _check_option(name, value)
+            options[name] = value
+        if read_only:
+            options["read_only"] = True
+        if column_families:
+            for name in column_families:
+                if name not in (b"default", "default"):
+                    raise errors.NotSupported("kv0 has only the default column family")
+        path = str(path)
+        super().__init__(path, **options)
+        self._path = path
+        self._closed = False
+        _open_handles.add(self)
+
+    # --- writes -----------------------------------------------------------
+    def put(self, key: Any, value: bytes, sync: bool = False, disable_wal: bool = False,
+            column_family: Any = None) -> None:
+        _check_family(column_family)
+        super().put(_key(key), _bytes(value, "value"), sync, disable_wal)
+
+    def delete(self, key: Any, sync: bool = False, disable_wal: bool = False,
+               column_family: Any = None) -> None:
+        _check_family(column_family)
+        super().delete(_key(key), sync, disable_wal)
+
+    def delete_range(self, begin: Any, end: Any = None, sync: bool = False,
+                     disable_wal: bool = False, column_family: Any = None) -> None:
+        """Deletes every key in [begin, end); also takes one (begin, end) tuple."""
+        _check_family(column_family)
+        if end is None and isinstance(begin, tuple) and len(begin) == 2:
+            begin, end = begin
+        super().delete_range(_key(begin), _key(end), sync, disable_wal)
+
+    def merge(self, key: Any, value: bytes, sync: bool = False, disable_wal: bool = False,
+              column_family: Any = None) -> None:
+        raise errors.NotSupported("kv0 has no merge operators")
+
+    def write(self, batch: WriteBatch, sync: bool = False, disable_wal: bool = False) -> None:
+        if not isinstance(batch, WriteBatch):
+            raise TypeError("write takes a kv0.WriteBatch")
+        super().write(batch._native(), sync, disable_wal)
+
+    # --- reads ----------------------------------------------------------------
+    def get(self, key: Any, *args: Any, **kwargs: Any) -> Optional[bytes]:
+        _reject_snapshot(kwargs)
+        return super().get(_key(key))
+
+    def multi_get(self, keys: Iterable[Any], *args: Any, **kwargs: Any) -> dict:
+        _reject_snapshot(kwargs)
+        keys = list(keys)
+        values = super().multi_get([_key(k) for k in keys])
+        return dict(zip(keys, values))
+
+    def key_may_exist(self, key: Any, fetch: bool = False, *args: Any,
+                      **kwargs: Any) -> tuple[bool, Optional[bytes]]:
+        _reject_snapshot(kwargs)
+        k = _key(key)
+        if fetch:
+            value = super().get(k)
+            return value is not None, value
+        return super().key_may_exist(k), None
+
+    def iterkeys(self, *args: Any, **kwargs: Any) -> "KeysIterator":
+        _reject_snapshot(kwargs)
+        return KeysIterator(self)
+
+    def itervalues(self, *args: Any, **kwargs: Any) -> "ValuesIterator":
+        _reject_snapshot(kwargs)
+        return ValuesIterator(self)
+
+    def iteritems(self, *args: Any, **kwargs: Any) -> "ItemsIterator":
+        _reject_snapshot(kwargs)
+        return ItemsIterator(self)
+
+    def scan_arrow(self, start: Optional[bytes] = None, end: Optional[bytes] = None):
+        """Keys in [start, end) with their values as an Arrow stream of
+        (key binary, value binary) batches (__arrow_c_stream__)."""
+        return self._scan_arrow(None if start is None else _key(start),
+                                None if end is None else _key(end))
+
+    # --- maintenance ------------------------------------------------------------
+    def compact_range(self, begin: Any = None, end: Any = None, **kwargs: Any) -> None:
+        """Flushes, then rewrites the whole store as its live rows (kv0
+        compacts whole stores; begin and end are accepted and ignored)."""
+        super().compact_range()
+
+    def flush_wal(self, sync: bool = True) -> None:
+        """Commits buffered writes to Lance, which makes the WAL's content
+        redundant (kv0's WAL is only a crash buffer in front of Lance)."""
+        self.flush()
+
+    def snapshot(self) -> None:
+        raise errors.NotSupported(
+            "kv0 has no snapshots; open a version instead: kv0.DB(path, version=n)")
+
+    # --- column families and properties ---------------------------------------
+    @property
+    def column_families(self) -> list[ColumnFamilyHandle]:
+        return [DEFAULT_COLUMN_FAMILY]
+
+    def get_column_family(self, name: Any) -> Optional[ColumnFamilyHandle]:
+        if name in (b"default", "default"):
+            return DEFAULT_COLUMN_FAMILY
+        return None
+
+    def create_column_family(self, name: Any, opts: Any = None) -> ColumnFamilyHandle:
+        raise errors.NotSupported("kv0 has only the default column family")
+
+    def drop_column_family(self, handle: Any) -> None:
+        raise errors.NotSupported("kv0 has only the default column family")
+
+    def get_property(self, prop: Any, column_family: Any = None) -> Optional[bytes]:
+        """Answers the common RocksDB properties from kv0's statistics;
+        None for the others."""
+        _check_family(column_family)
+        name = prop.decode() if isinstance(prop, bytes) else str(prop)
+        stats = self.stats()
+        answers = {
+            "rocksdb.estimate-num-keys": stats["entries"],
+            "rocksdb.num-entries-active-mem-table": stats["buffered_ops"],
+            "rocksdb.cur-size-all-mem-tables": stats["buffered_bytes"],
+            "rocksdb.cur-size-active-mem-table": stats["buffered_bytes"],
+            "rocksdb.num-immutable-mem-table": 0,
+            "rocksdb.mem-table-flush-pending": 0,
+            "rocksdb.compaction-pending": 0,
+            "rocksdb.background-errors": 0,
+            "rocksdb.num-live-versions": len(self.versions()),
+            "rocksdb.estimate-live-data-size": stats["stored_rows"],
+        }
+        if name == "rocksdb.stats":
+            return "\n".join(f"{k}: {v}" for k, v in stats.items()).encode()
+        if name in answers:
+            return str(answers[name]).encode()
+        return None
+
+    # --- lifetime ----------------------------------------------------------------
+    def close(self) -> None:
+        """Commits buffered writes and releases the WAL; later calls raise."""
+        if not self._closed:
+            super().close()
+            self._closed = True
+            _open_handles.discard(self)
+
+    def __enter__(self) -> "DB":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A handle dropped without close() still commits its writes.
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<kv0.DB {self._path!r}>"
+
+
+def _reject_snapshot(kwargs: dict) -> None:
+    if kwargs.get("snapshot") is not None:
+        raise errors.NotSupported("kv0 has no snapshots; open a version instead")
+
+
+class _BaseIterator:
+    """Unpositioned until a seek; iterating yields from the current position."""
+
+    def __init__(self, db: DB) -> None:
+        self._db = db
+        self._it = db._iterator()
+
+    def seek_to_first(self) -> None:
+        self._it.seek_to_first()
+
+    def seek_to_last(self) -> None:
+        self._it.seek_to_last()
+
+    def seek(self, key: Any) -> None:
+        self._it.seek(_key(key))
+
+    def seek_for_prev(self, key: Any) -> None:
+        self._it.seek_for_prev(_key(key))
+
+    def _item(self) -> Any:
+        raise NotImplementedError
+
+    def __iter__(self) -> "_BaseIterator":
+        return self
+
+    def __next__(self) -> Any:
+        if not self._it.valid():
+            raise StopIteration
+        item = self._item()
+        self._it.next()
+        return item
+
+    def get(self) -> Any:
+        """The current item, without moving; ValueError past the end."""
+        if not self._it.valid():
+            raise ValueError("the iterator is not positioned at an entry")
+        return self._item()
+
+    def next(self) -> Any:
+        """The current item, then moves forward; None past the end."""
+        if not self._it.valid():
+            return None
+        item = self._item()
+        self._it.next()
+        return item
+
+    def skip(self) -> None:
+        """Moves forward without reading."""
+        if self._it.valid():
+            self._it.next()
+
+    def __reversed__(self) -> "_ReversedIterator":
+        return _ReversedIterator(self)
+
+
+class _ReversedIterator:
+    def __init__(self, base: _BaseIterator) -> None:
+        self._base = base
+
+    def __iter__(self) -> "_ReversedIterator":
+        return self
+
+    def __next__(self) -> Any:
+        it = self._base._it
+        if not it.valid():
+            raise StopIteration
+        item = self._base._item()
+        it.prev()
+        return item
+
+    def seek_to_first(self) -> None:
+        self._base.seek_to_first()
+
+    def seek_to_last(self) -> None:
+        self._base.seek_to_last()
+
+    def seek(self, key: Any) -> None:
+        self._base.seek(key)
+
+    def seek_for_prev(self, key: Any) -> None:
+        self._base.seek_for_prev(key)
+
+    def get(self) -> Any:
+        return self._base.get()
+
+
+class KeysIterator(_BaseIterator):
+    def _item(self) -> bytes:
+        return self._it.key()
+
+
+class ValuesIterator(_BaseIterator):
+    def _item(self) -> bytes:
+        return self._it.value()
+
+
+class ItemsIterator(_BaseIterator):
+    def _item(self) -> tuple[bytes, bytes]:
+        return self._it.key(), self._it.value()

@@ -1,0 +1,60 @@
+// The deterministic workload of the crash tests: operation i depends only
+// on (seed, i), so the parent can rebuild what the child acknowledged.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+
+#include "kv0/kv.h"
+
+namespace kv0::testing {
+
+inline kv::WriteBatch CrashOp(uint64_t seed, uint64_t i) {
+  std::mt19937_64 rng(seed * 1'000'003 + i);
+  auto key = [&] {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "k%03d", static_cast<int>(rng() % 200));
+    return std::string(buf);
+  };
+  auto value = [&] { return "v" + std::to_string(i) + std::string(rng() % 50, 'x'); };
+  kv::WriteBatch batch;
+  int kind = static_cast<int>(rng() % 100);
+  if (kind < 60) {
+    batch.Put(key(), value());
+  } else if (kind < 75) {
+    batch.Delete(key());
+  } else if (kind < 85) {
+    std::string a = key(), b = key();
+    if (a > b) std::swap(a, b);
+    batch.DeleteRange(a, b);
+  } else {
+    for (int n = 2 + static_cast<int>(rng() % 4); n > 0; --n) {
+      if (rng() % 4 == 0) {
+        batch.Delete(key());
+      } else {
+        batch.Put(key(), value());
+      }
+    }
+  }
+  return batch;
+}
+
+inline void ApplyToModel(const kv::WriteBatch& batch, std::map<std::string, std::string>& m) {
+  for (const auto& op : batch.ops()) {
+    switch (op.kind) {
+      case kv::WriteBatch::Kind::kPut:
+        m[op.key] = op.value;
+        break;
+      case kv::WriteBatch::Kind::kDelete:
+        m.erase(op.key);
+        break;
+      case kv::WriteBatch::Kind::kDeleteRange:
+        m.erase(m.lower_bound(op.key), m.lower_bound(op.value));
+        break;
+    }
+  }
+}
+
+}  // namespace kv0::testing

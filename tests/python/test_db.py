@@ -1,0 +1,260 @@
+"""kv0.DB: the aimrocks-compatible surface, its errors and edge cases."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pyarrow as pa
+import pytest
+
+import kv0
+from kv0 import errors
+
+
+@pytest.fixture
+def opts(tmp_path):
+    return {"wal_dir": str(tmp_path / "wal"), "flush_interval": 3600.0}
+
+
+@pytest.fixture
+def db(tmp_path, opts):
+    handle = kv0.DB(str(tmp_path / "db"), **opts)
+    yield handle
+    handle.close()
+
+
+def test_put_get_delete(db):
+    assert db.get(b"a") is None
+    db.put(b"a", b"1")
+    db.put(b"b", b"2", sync=True)
+    assert db.get(b"a") == b"1"
+    db.delete(b"a")
+    assert db.get(b"a") is None
+    assert db.get(b"b") == b"2"
+
+
+def test_bytes_only(db):
+    with pytest.raises(TypeError, match="bytes"):
+        db.put("text", b"v")
+    with pytest.raises(TypeError, match="bytes"):
+        db.put(b"k", "text")
+    with pytest.raises(TypeError):
+        db.get(1)
+    db.put(bytearray(b"ba"), memoryview(b"mv"))
+    assert db.get(b"ba") == b"mv"
+
+
+def test_delete_range_and_write_batch(db):
+    for c in b"abcdefgh":
+        db.put(bytes([c]), b"v")
+    db.delete_range(b"c", b"f")
+    assert [k for k in _keys(db)] == [b"a", b"b", b"f", b"g", b"h"]
+    db.delete_range((b"g", b"z"))
+    batch = kv0.WriteBatch()
+    batch.put(b"x", b"1")
+    batch.delete(b"a")
+    batch.delete_range(b"b", b"c")
+    assert batch.count() == 3
+    assert list(batch) == [("Put", b"x", b"1"), ("Delete", b"a", None),
+                           ("DeleteRange", b"b", b"c")]
+    db.write(batch)
+    assert list(_keys(db)) == [b"f", b"x"]
+    batch.clear()
+    assert batch.count() == 0
+    with pytest.raises(errors.NotSupported):
+        batch.merge(b"k", b"v")
+    with pytest.raises(errors.InvalidArgument):
+        db.delete_range(b"z", b"a")
+
+
+def _keys(db):
+    it = db.iterkeys()
+    it.seek_to_first()
+    return list(it)
+
+
+def test_multi_get_and_key_may_exist(db):
+    db.put(b"a", b"1")
+    db.put(b"c", b"3")
+    assert db.multi_get([b"a", b"b", b"c"]) == {b"a": b"1", b"b": None, b"c": b"3"}
+    assert db.key_may_exist(b"a") == (True, None)
+    assert db.key_may_exist(b"a", fetch=True) == (True, b"1")
+    assert db.key_may_exist(b"b") == (False, None)
+
+
+def test_iterators(db):
+    for i in range(1000):
+        db.put(b"k%04d" % i, b"v%d" % i)
+    it = db.iteritems()
+    with pytest.raises(ValueError):
+        it.get()  # unpositioned
+    it.seek(b"k0500")
+    assert it.get() == (b"k0500", b"v500")
+    assert it.next() == (b"k0500", b"v500")
+    it.skip()
+    assert next(it) == (b"k0502", b"v502")
+    it.seek_for_prev(b"k0100x")
+    assert it.get()[0] == b"k0100"
+    it.seek_to_last()
+    assert it.next() == (b"k0999", b"v999")
+    assert it.next() is None
+    with pytest.raises(ValueError):
+        it.get()
+
+    values = db.itervalues()
+    values.seek_to_first()
+    assert len(list(values)) == 1000
+
+    keys = db.iterkeys()
+    keys.seek_to_last()
+    backwards = list(reversed(keys))
+    assert backwards[0] == b"k0999" and backwards[-1] == b"k0000" and len(backwards) == 1000
+
+    it = db.iterkeys()
+    it.seek(b"k0998")
+    assert list(it) == [b"k0998", b"k0999"]
+
+
+def test_column_family_shims(db):
+    default = db.get_column_family(b"default")
+    assert default is not None and db.column_families == [default]
+    db.put((default, b"k"), b"v")
+    assert db.get((default, b"k")) == b"v"
+    assert db.get_column_family(b"other") is None
+    with pytest.raises(errors.NotSupported):
+        db.create_column_family(b"other")
+    with pytest.raises(errors.NotSupported):
+        db.put((kv0.ColumnFamilyHandle(b"other"), b"k"), b"v")
+    with pytest.raises(errors.NotSupported):
+        db.merge(b"k", b"v")
+    with pytest.raises(errors.NotSupported):
+        db.snapshot()
+    assert db.get_property(b"rocksdb.estimate-num-keys") == b"1"
+    assert b"entries" in db.get_property(b"rocksdb.stats")
+    assert db.get_property(b"rocksdb.unknown") is None
+
+
+def test_options_bag(tmp_path, opts):
+    o = kv0.Options(create_if_missing=True, max_open_files=300, write_buffer_size=1 << 20)
+    o.compression = "snappy"  # RocksDB tuning: accepted, ignored
+    with pytest.raises(errors.InvalidArgument):
+        o.write_buffer_size = "big"
+    with pytest.raises(errors.InvalidArgument):
+        kv0.Options(wal_sync="sometimes")
+    with kv0.DB(str(tmp_path / "o"), o, **opts) as db:
+        db.put(b"k", b"v")
+    with pytest.raises(errors.InvalidArgument):
+        kv0.DB(str(tmp_path / "p"), not_an_option=1)
+
+
+def test_read_only_and_versions(tmp_path, opts):
+    path = str(tmp_path / "ro")
+    with kv0.DB(path, **opts) as db:
+        db.put(b"a", b"1", sync=True)
+        db.put(b"a", b"2", sync=True)
+        versions = db.versions()
+        db.create_tag("first", versions[1][0])
+        assert db.tags() == {"first": versions[1][0]}
+    ro = kv0.DB(path, read_only=True, **opts)
+    assert ro.get(b"a") == b"2"
+    with pytest.raises(errors.NotSupported):
+        ro.put(b"a", b"3")
+    ro.close()
+    old = kv0.DB(path, version=versions[1][0], **opts)
+    assert old.get(b"a") == b"1"
+    old.close()
+    tagged = kv0.DB(path, tag="first", **opts)
+    assert tagged.get(b"a") == b"1"
+    tagged.close()
+    with pytest.raises(errors.NotFound):
+        kv0.DB(str(tmp_path / "missing"), read_only=True, **opts)
+    with pytest.raises(FileNotFoundError):
+        kv0.DB(str(tmp_path / "missing"), read_only=True, **opts)
+
+
+def test_closed_handle_raises(tmp_path, opts):
+    db = kv0.DB(str(tmp_path / "c"), **opts)
+    db.close()
+    db.close()
+    with pytest.raises(errors.NotSupported):
+        db.get(b"a")
+
+
+def test_threads_write_one_db(db):
+    def work(t):
+        for i in range(2000):
+            db.put(b"t%d-%d" % (t, i), b"x" * 50)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    db.flush()
+    assert db.stats()["entries"] == 8000
+
+
+def test_scan_arrow(db):
+    for i in range(10000):
+        db.put(b"k%05d" % i, b"v%d" % i)
+    table = pa.RecordBatchReader.from_stream(db.scan_arrow()).read_all()
+    assert table.num_rows == 10000
+    assert table.schema.field("key").type == pa.binary()
+    part = pa.RecordBatchReader.from_stream(db.scan_arrow(b"k00100", b"k00200")).read_all()
+    assert part["key"].to_pylist() == [b"k%05d" % i for i in range(100, 200)]
+
+
+def test_compact_refresh_cleanup(tmp_path, opts):
+    path = str(tmp_path / "m")
+    a = kv0.DB(path, **opts)
+    b = kv0.DB(path, **dict(opts, refresh_interval=3600.0))
+    a.put(b"x", b"1", sync=True)
+    assert b.get(b"x") is None
+    b.refresh()
+    assert b.get(b"x") == b"1"
+    a.compact_range()
+    assert a.cleanup_old_versions(0) > 0
+    a.flush_wal()
+    a.close()
+    b.close()
+
+
+RUN_CHILD = textwrap.dedent("""
+    import sys, kv0
+    db = kv0.DB(sys.argv[1], wal_dir=sys.argv[2], flush_interval=3600.0)
+    for i in range(int(sys.argv[3])):
+        db.put(b"k%d" % i, b"v%d" % i)
+        if sys.argv[4] == "ack":
+            print(i, flush=True)
+    {exit}
+""")
+
+
+def test_atexit_flushes_unclosed_handle(tmp_path):
+    path, wal = str(tmp_path / "ax"), str(tmp_path / "wal")
+    script = RUN_CHILD.format(exit="")  # never closes the handle
+    subprocess.run([sys.executable, "-c", script, path, wal, "100", "quiet"], check=True)
+    # A different WAL directory: only what reached Lance counts.
+    db = kv0.DB(path, read_only=True)
+    assert db.get(b"k99") == b"v99"
+    db.close()
+
+
+def test_sigkill_loses_no_acknowledged_write(tmp_path):
+    path, wal = str(tmp_path / "kill"), str(tmp_path / "wal")
+    script = RUN_CHILD.format(exit="")
+    child = subprocess.Popen([sys.executable, "-c", script, path, wal, "1000000", "ack"],
+                             stdout=subprocess.PIPE, text=True)
+    acked = -1
+    for line in child.stdout:
+        acked = int(line)
+        if acked >= 2000:
+            break
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    with kv0.DB(path, wal_dir=wal) as db:
+        for i in range(acked + 1):
+            assert db.get(b"k%d" % i) == b"v%d" % i
