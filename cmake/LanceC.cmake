@@ -21,8 +21,15 @@ set(LANCE_C_LIBRARY "${_lance_c_dir}/liblance_c.a")
 set(LANCE_C_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/rust/lance-c/include")
 
 # Always ask cargo: it decides in about a second whether anything changed.
+#
+# Cargo rebuilds a crate whose build script saw different compiler variables
+# (CC, CFLAGS, CMAKE_GENERATOR, ...), and with it everything above it, which
+# is most of Lance. pip's build sets some of them and a shell does not, so the
+# variables are pinned here: every build, from any caller, looks the same.
 add_custom_target(lance_c_cargo
-  COMMAND ${CMAKE_COMMAND} -E env CARGO_TARGET_DIR=${KV0_CARGO_TARGET_DIR}
+  COMMAND ${CMAKE_COMMAND} -E env
+          --unset=CFLAGS --unset=CXXFLAGS --unset=CPPFLAGS --unset=LDFLAGS --unset=RUSTFLAGS
+          CC=gcc CXX=g++ CMAKE_GENERATOR=Ninja CARGO_TARGET_DIR=${KV0_CARGO_TARGET_DIR}
           ${CARGO} build --locked --profile ${KV0_CARGO_PROFILE}
           --manifest-path ${PROJECT_SOURCE_DIR}/rust/lance-c/Cargo.toml
   BYPRODUCTS ${LANCE_C_LIBRARY}

@@ -311,12 +311,16 @@ TEST_F(KvTest, CompactionKeepsLiveData) {
   auto stats = db->GetStats();
   EXPECT_GE(stats.compactions, 1u);
   EXPECT_LE(stats.fragments, 5u);
-  for (int i = 12; i < 200; ++i) EXPECT_EQ(db->Get("k" + std::to_string(i)), "11");
-  for (int i = 0; i < 12; ++i) EXPECT_EQ(db->Get("k" + std::to_string(i)), std::nullopt);
+  // The last round rewrote every key and then deleted k11.
+  for (int i = 0; i < 200; ++i) {
+    if (i != 11) EXPECT_EQ(db->Get("k" + std::to_string(i)), "11");
+  }
+  EXPECT_EQ(db->Get("k11"), std::nullopt);
   db.reset();
   db = Open(o);
-  EXPECT_EQ(All(*db).size(), 188u);
-  EXPECT_EQ(db->Get("k5"), std::nullopt);
+  EXPECT_EQ(All(*db).size(), 199u);
+  EXPECT_EQ(db->Get("k11"), std::nullopt);
+  EXPECT_EQ(db->Get("k5"), "11");
 }
 
 TEST_F(KvTest, CompactRangeMaterializesAndDropsOldTombstones) {
@@ -339,7 +343,7 @@ TEST_F(KvTest, CompactRangeMaterializesAndDropsOldTombstones) {
   db.reset();
   db = Open(o);
   EXPECT_EQ(db->Get("k77"), "value-77");
-  EXPECT_EQ(db->GetStats().entries, 50u - 10u + 0u);  // k50..k99 minus k5x (k5 itself < 50)
+  EXPECT_EQ(db->GetStats().entries, 40u);  // k50..k99 less k50..k59
 }
 
 TEST_F(KvTest, ReadOnlyAndVersionHandles) {

@@ -143,7 +143,8 @@ pub unsafe extern "C" fn lance_dataset_create(
             ..Default::default()
         };
         let dataset = block_on(async move {
-            let empty = RecordBatchIterator::new(Vec::<arrow::error::Result<RecordBatch>>::new(), schema);
+            let empty =
+                RecordBatchIterator::new(Vec::<arrow::error::Result<RecordBatch>>::new(), schema);
             Dataset::write(empty, uri.as_str(), Some(write_params)).await
         })?;
         *out_dataset = Box::into_raw(Box::new(LanceDataset::new(dataset)));
@@ -188,7 +189,9 @@ pub unsafe extern "C" fn lance_dataset_free(dataset: *mut LanceDataset) {
 /// The version the handle reads.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_version(dataset: *const LanceDataset) -> u64 {
-    handle(dataset).map(|d| d.snapshot().version().version).unwrap_or(0)
+    handle(dataset)
+        .map(|d| d.snapshot().version().version)
+        .unwrap_or(0)
 }
 
 /// The newest version in storage, found without loading it.
@@ -272,7 +275,9 @@ pub unsafe extern "C" fn lance_dataset_fragments(
                 .map(|f| f.files.first().map(|d| d.path.clone()).unwrap_or_default()),
         );
         let rows = UInt64Array::from_iter_values(
-            fragments.iter().map(|f| f.physical_rows.unwrap_or(0) as u64),
+            fragments
+                .iter()
+                .map(|f| f.physical_rows.unwrap_or(0) as u64),
         );
         let deletions = StringArray::from_iter(fragments.iter().map(|f| {
             f.deletion_file
@@ -336,6 +341,7 @@ pub unsafe extern "C" fn lance_dataset_count_rows(
 /// Which of a dataset's string maps a call reads or writes.
 #[repr(C)]
 #[derive(Clone, Copy)]
+#[allow(dead_code)] // the variants come from C
 pub enum LanceMapKind {
     /// The dataset configuration (manifest config).
     Config = 0,

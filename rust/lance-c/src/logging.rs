@@ -143,7 +143,11 @@ pub extern "C" fn lance_set_log_callback(
             user: user as usize,
         });
     }
-    let level = if callback.is_some() { max_level.clamp(0, 5) } else { 0 };
+    let level = if callback.is_some() {
+        max_level.clamp(0, 5)
+    } else {
+        0
+    };
     MAX_LEVEL.store(level, Ordering::Relaxed);
     log::set_max_level(match level {
         0 => log::LevelFilter::Off,

@@ -161,13 +161,17 @@ pub unsafe extern "C" fn lance_dataset_create_btree_index(
             if existing.is_empty() {
                 let params = ScalarIndexParams::default();
                 dataset
-                    .create_index(&[column.as_str()], IndexType::BTree, Some(name), &params, false)
+                    .create_index(
+                        &[column.as_str()],
+                        IndexType::BTree,
+                        Some(name),
+                        &params,
+                        false,
+                    )
                     .await?;
             } else {
-                let options = OptimizeOptions {
-                    index_names: Some(vec![name]),
-                    ..Default::default()
-                };
+                let mut options = OptimizeOptions::default();
+                options.index_names = Some(vec![name]);
                 dataset.optimize_indices(&options).await?;
             }
             Ok::<_, lance::Error>(dataset)

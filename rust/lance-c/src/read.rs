@@ -85,7 +85,11 @@ pub unsafe extern "C" fn lance_dataset_scan(
             scanner.filter(filter)?;
         }
         if options.use_fragment_ids {
-            let ids = u64s(options.fragment_ids, options.fragment_ids_len, "fragment ids")?;
+            let ids = u64s(
+                options.fragment_ids,
+                options.fragment_ids_len,
+                "fragment ids",
+            )?;
             let fragments = ids
                 .iter()
                 .map(|&id| {

@@ -79,7 +79,9 @@ fn committed_ids(committed: &Dataset, written: &[Fragment]) -> Vec<u64> {
 
 async fn commit(dataset: Dataset, operation: Operation) -> lance::Result<Dataset> {
     let transaction = Transaction::new(dataset.version().version, operation, None);
-    CommitBuilder::new(Arc::new(dataset)).execute(transaction).await
+    CommitBuilder::new(Arc::new(dataset))
+        .execute(transaction)
+        .await
 }
 
 /// Appends the rows of `stream` (consumed) as one fragment in one commit.
@@ -173,7 +175,10 @@ pub unsafe extern "C" fn lance_dataset_commit_update(
         if let Some(missing) = removed.iter().find(|id| !known.contains(id)) {
             return Err(Failure::new(
                 crate::error::LANCE_CONFLICT,
-                format!("fragment {missing} is not in version {}", dataset.version().version),
+                format!(
+                    "fragment {missing} is not in version {}",
+                    dataset.version().version
+                ),
             ));
         }
         let (committed, ids) = block_on(async move {
