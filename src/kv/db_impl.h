@@ -91,6 +91,8 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
 
   // db_read.cc: applies fragments' rows to the view (holding refresh_mu_).
   void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments);
+  void ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key, std::string_view value,
+                      LazyRef where);
   void RebindFragments(const std::vector<lance::FragmentInfo>& fragments);
   void RefreshLocked();
 

@@ -164,6 +164,32 @@ void DB::Impl::RefreshLocked() {
   clock_.Observe(max_seq);
 }
 
+// Applies one stored row (holding view_mu_). A large value becomes a
+// reference to its row, `where`.
+void DB::Impl::ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key,
+                              std::string_view value, LazyRef where) {
+  switch (kind) {
+    case OpKind::kPut:
+      if (value.size() > options_.lazy_value_threshold) {
+        view_.ApplyLazy(seq, key, static_cast<uint32_t>(value.size()), where);
+      } else {
+        view_.ApplyPut(seq, key, value);
+      }
+      break;
+    case OpKind::kDelete:
+      view_.ApplyDelete(seq, key);
+      break;
+    case OpKind::kDeleteRange:
+      view_.ApplyDeleteRange(seq, key, value);
+      break;
+    case OpKind::kMark: {
+      uint64_t& mark = marks_[std::string(key)];
+      mark = std::max(mark, seq);
+      break;
+    }
+  }
+}
+
 // Applies every row of `fragments` to the view, batch by batch as Lance
 // decodes them. Large values become references to their rows.
 void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments) {
@@ -183,29 +209,8 @@ void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments)
     arrow::UInt64Column address(*batch, lance::kRowAddress);
     std::unique_lock lock(view_mu_);
     for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      switch (static_cast<OpKind>(op.value(i))) {
-        case OpKind::kPut: {
-          std::string_view v = value.value(i);
-          if (v.size() > options_.lazy_value_threshold) {
-            view_.ApplyLazy(seq.value(i), key.value(i), static_cast<uint32_t>(v.size()),
-                            LazyRef{version, address.value(i)});
-          } else {
-            view_.ApplyPut(seq.value(i), key.value(i), v);
-          }
-          break;
-        }
-        case OpKind::kDelete:
-          view_.ApplyDelete(seq.value(i), key.value(i));
-          break;
-        case OpKind::kDeleteRange:
-          view_.ApplyDeleteRange(seq.value(i), key.value(i), value.value(i));
-          break;
-        case OpKind::kMark: {
-          uint64_t& mark = marks_[std::string(key.value(i))];
-          mark = std::max(mark, seq.value(i));
-          break;
-        }
-      }
+      ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
+                     LazyRef{version, address.value(i)});
     }
   }
   std::unique_lock lock(view_mu_);
@@ -266,17 +271,8 @@ void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments
       arrow::BinaryColumn value(*batch, "value");
       std::unique_lock lock(view_mu_);
       for (int64_t i = 0; i < batch->num_rows(); ++i, ++next) {
-        if (static_cast<OpKind>(op.value(i)) == OpKind::kDeleteRange) {
-          view_.ApplyDeleteRange(seq.value(i), key.value(i), value.value(i));
-          continue;
-        }
-        std::string_view v = value.value(i);
-        if (v.size() > options_.lazy_value_threshold) {
-          view_.ApplyLazy(seq.value(i), key.value(i), static_cast<uint32_t>(v.size()),
-                          LazyRef{version, unknown[next]});
-        } else {
-          view_.ApplyPut(seq.value(i), key.value(i), v);
-        }
+        ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i),
+                       value.value(i), LazyRef{version, unknown[next]});
       }
     }
   }

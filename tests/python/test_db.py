@@ -258,3 +258,34 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path):
     with kv0.DB(path, wal_dir=wal) as db:
         for i in range(acked + 1):
             assert db.get(b"k%d" % i) == b"v%d" % i
+
+
+WRITER = textwrap.dedent("""
+    import sys, kv0
+    name, path, wal = sys.argv[1], sys.argv[2], sys.argv[3]
+    db = kv0.DB(path, wal_dir=wal, write_buffer_size=4096)
+    for i in range(3000):
+        db.put(b"%s-%d" % (name.encode(), i), b"x" * 20)
+        db.put(b"shared-%d" % (i % 50), name.encode())
+    db.close()
+""")
+
+
+def test_two_processes_converge(tmp_path):
+    path, wal = str(tmp_path / "two"), str(tmp_path / "wal")
+    kv0.DB(path, wal_dir=wal).close()  # create it first
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, name, path, wal])
+             for name in ("p1", "p2")]
+    for p in procs:
+        assert p.wait() == 0
+    a = kv0.DB(path, wal_dir=wal)
+    b = kv0.DB(path, wal_dir=wal)
+    for db in (a, b):
+        for name in ("p1", "p2"):
+            assert db.get(b"%s-2999" % name.encode()) == b"x" * 20
+            assert db.stats()["entries"] == 6050
+    shared = [a.get(b"shared-%d" % i) for i in range(50)]
+    assert shared == [b.get(b"shared-%d" % i) for i in range(50)]
+    assert set(shared) <= {b"p1", b"p2"}
+    a.close()
+    b.close()

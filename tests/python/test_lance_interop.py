@@ -80,7 +80,7 @@ def test_scan_is_read_by_duckdb_and_polars(tmp_path):
     kv0.lance.write(uri, sample(100))
     stream = kv0.lance.scan(uri, columns=["u64", "f64"])
     reader = pa.RecordBatchReader.from_stream(stream)
-    assert duckdb.sql("select count(*) from reader").fetchone()[0] == 100
+    assert duckdb.sql("select count(*) from reader").fetchall()[0][0] == 100
     frame = polars.from_arrow(
         pa.RecordBatchReader.from_stream(kv0.lance.scan(uri, columns=["u8"])).read_all()
     )
