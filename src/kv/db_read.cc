@@ -271,8 +271,8 @@ void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments
       arrow::BinaryColumn value(*batch, "value");
       std::unique_lock lock(view_mu_);
       for (int64_t i = 0; i < batch->num_rows(); ++i, ++next) {
-        ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i),
-                       value.value(i), LazyRef{version, unknown[next]});
+        ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
+                       LazyRef{version, unknown[next]});
       }
     }
   }

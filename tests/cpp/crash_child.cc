@@ -4,10 +4,10 @@
 //   crash_child DB WAL_DIR SEED none|batch|always [explicit]
 //
 // With "explicit" it also flushes every 25 operations and compacts every
-// 100, so kills land inside commits and rewrites.
+// 100, so kills land inside commits and rewrites; with "noflush" it never
+// commits, so everything it acknowledged is only in its WAL.
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 
 #include "crash_workload.h"
@@ -21,10 +21,15 @@ int main(int argc, char** argv) {
   options.wal_sync = mode == "none"     ? kv0::kv::WalSync::kNone
                      : mode == "always" ? kv0::kv::WalSync::kAlways
                                         : kv0::kv::WalSync::kBatch;
-  bool explicit_commits = argc > 5 && std::strcmp(argv[5], "explicit") == 0;
+  std::string extra = argc > 5 ? argv[5] : "";
+  bool explicit_commits = extra == "explicit";
   options.write_buffer_size = 4 << 10;
   options.max_fragments = 3;
   options.flush_interval = std::chrono::milliseconds(200);
+  if (extra == "noflush") {
+    options.write_buffer_size = 1 << 30;
+    options.flush_interval = std::chrono::hours(24);
+  }
   auto db = kv0::kv::DB::Open(argv[1], options);
   std::printf("ready\n");
   std::fflush(stdout);

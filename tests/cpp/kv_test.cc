@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <thread>
 
 #include "test_util.h"
@@ -485,6 +487,212 @@ TEST_F(KvTest, ConcurrentWritersAndReaders) {
   db.reset();
   db = Open(o);
   EXPECT_EQ(db->GetStats().entries, 8000u);
+}
+
+}  // namespace
+}  // namespace kv0::kv
+
+namespace kv0::kv {
+namespace {
+
+class KvSnapshotTest : public KvTest {
+ protected:
+  Options SnapOpts() {
+    Options o = Opts();
+    o.snapshot_min_entries = 10;
+    return o;
+  }
+  void Fill(DB& db, int n, const std::string& value = "v") {
+    for (int i = 0; i < n; ++i) db.Put("k" + std::to_string(i), value + std::to_string(i));
+  }
+  std::string SnapshotFile() {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir_.path() / "wal")) {
+      if (e.path().filename() == "view.snap") return e.path().string();
+    }
+    return "";
+  }
+};
+
+TEST_F(KvSnapshotTest, ReopenUsesTheSnapshotThenReadsOnlyNewFragments) {
+  {
+    auto db = Open(SnapOpts());
+    Fill(*db, 100);
+  }
+  ASSERT_FALSE(SnapshotFile().empty());
+  {
+    // Another writer commits after the snapshot was saved.
+    auto o = SnapOpts();
+    o.snapshot_min_entries = 1'000'000;  // this handle saves none
+    auto other = Open(o);
+    other->Put("after", "snapshot");
+  }
+  auto db = Open(SnapOpts());
+  EXPECT_TRUE(db->GetStats().opened_from_snapshot);
+  EXPECT_EQ(db->Get("k42"), "v42");
+  EXPECT_EQ(db->Get("after"), "snapshot");
+  EXPECT_EQ(db->GetStats().entries, 101u);
+}
+
+TEST_F(KvSnapshotTest, DamagedSnapshotFallsBackToAFullScan) {
+  {
+    auto db = Open(SnapOpts());
+    Fill(*db, 100);
+  }
+  std::string snap = SnapshotFile();
+  ASSERT_FALSE(snap.empty());
+  {
+    std::fstream f(snap, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x5a');
+  }
+  auto db = Open(SnapOpts());
+  EXPECT_FALSE(db->GetStats().opened_from_snapshot);
+  EXPECT_EQ(db->Get("k42"), "v42");
+  EXPECT_EQ(db->GetStats().entries, 100u);
+}
+
+TEST_F(KvSnapshotTest, CompactionOrAnotherThresholdInvalidatesIt) {
+  {
+    auto db = Open(SnapOpts());
+    Fill(*db, 100);
+  }
+  {
+    auto o = SnapOpts();
+    o.lazy_value_threshold = 1;  // a different threshold: the snapshot does not fit
+    auto db = Open(o);
+    EXPECT_FALSE(db->GetStats().opened_from_snapshot);
+    EXPECT_EQ(db->Get("k7"), "v7");
+    EXPECT_EQ(db->GetStats().lazy_values, 100u);
+    db->CompactRange();  // and the fragments it described are gone
+  }
+  auto db = Open(SnapOpts());
+  EXPECT_EQ(db->Get("k7"), "v7");
+  EXPECT_EQ(db->GetStats().entries, 100u);
+}
+
+TEST_F(KvTest, DisableWalWritesAreCommittedByTheNextFlush) {
+  auto db = Open();
+  db->Put("logged", "1");
+  db->Put("unlogged", "2", {.disable_wal = true});
+  EXPECT_EQ(db->Get("unlogged"), "2");
+  db->Flush();
+  db.reset();
+  db = Open();
+  EXPECT_EQ(db->Get("unlogged"), "2");
+}
+
+// A crash between the Lance commit and the deletion of the sealed segments
+// leaves a WAL whose operations are all committed: replaying it must store
+// nothing twice.
+TEST_F(KvTest, ReplayOfCommittedOperationsStoresNothingTwice) {
+  namespace fs = std::filesystem;
+  fs::path saved = dir_.path() / "saved-wal";
+  fs::path writer_dir;
+  {
+    auto db = Open();
+    for (int i = 0; i < 50; ++i) db->Put("k" + std::to_string(i), "v");
+    for (const auto& e : fs::recursive_directory_iterator(dir_.path() / "wal")) {
+      if (e.path().extension() == ".wal") writer_dir = e.path().parent_path();
+    }
+    ASSERT_FALSE(writer_dir.empty());
+    fs::copy(writer_dir, saved);
+    db->Flush();
+  }
+  uint64_t stored = Open()->GetStats().stored_rows;
+  // Put the segments back, as if the deletion after the commit never ran.
+  for (const auto& e : fs::directory_iterator(saved)) {
+    if (e.path().extension() == ".wal") fs::copy(e.path(), writer_dir / e.path().filename());
+  }
+  auto db = Open();
+  EXPECT_EQ(db->GetStats().stored_rows, stored);
+  EXPECT_EQ(db->Get("k49"), "v");
+  EXPECT_EQ(db->GetStats().entries, 50u);
+}
+
+TEST_F(KvTest, WriterIdsAreReusedAcrossCleanOpens) {
+  namespace fs = std::filesystem;
+  for (int i = 0; i < 5; ++i) {
+    auto db = Open();
+    db->Put("k", std::to_string(i), {.sync = true});
+  }
+  int writer_dirs = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir_.path() / "wal")) {
+    if (e.is_directory() && e.path().filename().string().size() == 16) ++writer_dirs;
+  }
+  EXPECT_EQ(writer_dirs, 2);  // the dataset directory's hash, and one writer
+  auto db = Open();
+  db->CompactRange();
+  // One writer, one mark row.
+  EXPECT_EQ(db->GetStats().stored_rows, 2u);
+}
+
+TEST_F(KvTest, UnwritableWalDirectoryFailsTheOpen) {
+  std::string file = dir_ / "a-file";
+  std::ofstream(file) << "not a directory";
+  auto o = Opts();
+  o.wal_dir = file + "/wal";
+  try {
+    Open(o);
+    FAIL() << "opened with a WAL under a regular file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kIOError) << e.what();
+  }
+}
+
+// The WAL on a tiny file system: a write that does not fit fails with
+// IOError and changes nothing; every acknowledged write survives.
+TEST_F(KvTest, FullWalDiskLosesNoAcknowledgedWrite) {
+  std::string mount = dir_ / "tiny";
+  std::filesystem::create_directories(mount);
+  if (::system(("mount -t tmpfs -o size=96k tmpfs " + mount + " 2>/dev/null").c_str()) != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here";
+  }
+  struct Unmount {
+    std::string path;
+    ~Unmount() { (void)!::system(("umount " + path).c_str()); }
+  } unmount{mount};
+  auto o = Opts();
+  o.wal_dir = mount;
+  o.write_buffer_size = 1 << 30;  // nothing commits on its own
+  std::string value(1000, 'v');
+  int acked = 0;
+  {
+    auto db = Open(o);
+    for (; acked < 1000; ++acked) {
+      try {
+        db->Put("k" + std::to_string(acked), value);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), Code::kIOError);
+        break;
+      }
+    }
+    ASSERT_LT(acked, 1000) << "the tmpfs never filled";
+    EXPECT_EQ(db->Get("k" + std::to_string(acked)), std::nullopt);
+    db->Flush();  // commits, then frees the WAL
+    db->Put("after", "space came back");
+  }
+  auto db = Open(o);
+  for (int i = 0; i < acked; ++i) ASSERT_EQ(db->Get("k" + std::to_string(i)), value) << i;
+  EXPECT_EQ(db->Get("k" + std::to_string(acked)), std::nullopt);
+  EXPECT_EQ(db->Get("after"), "space came back");
+}
+
+TEST_F(KvTest, TwoHandlesInOneProcessHaveTheirOwnWals) {
+  namespace fs = std::filesystem;
+  auto a = Open();
+  auto b = Open();
+  a->Put("a", "1");
+  b->Put("b", "2");
+  std::set<fs::path> wal_dirs;
+  for (const auto& e : fs::recursive_directory_iterator(dir_.path() / "wal")) {
+    if (e.path().extension() == ".wal") wal_dirs.insert(e.path().parent_path());
+  }
+  EXPECT_EQ(wal_dirs.size(), 2u);
+  a.reset();
+  b.reset();
+  auto db = Open();
+  EXPECT_EQ(db->Get("a"), "1");
+  EXPECT_EQ(db->Get("b"), "2");
 }
 
 }  // namespace

@@ -289,3 +289,40 @@ def test_two_processes_converge(tmp_path):
     assert set(shared) <= {b"p1", b"p2"}
     a.close()
     b.close()
+
+
+def test_dropped_handle_commits_its_writes(tmp_path, opts):
+    import gc
+
+    path = str(tmp_path / "dropped")
+    db = kv0.DB(path, **opts)
+    db.put(b"k", b"v")
+    del db
+    gc.collect()
+    # Another WAL directory: only what reached Lance is visible.
+    reader = kv0.DB(path, read_only=True, wal_dir=str(tmp_path / "other"))
+    assert reader.get(b"k") == b"v"
+    reader.close()
+
+
+def test_lance_logs_reach_the_logging_module(tmp_path, opts, caplog):
+    import logging
+
+    caplog.set_level(5)
+    kv0.set_lance_log_level(5)
+    try:
+        with kv0.DB(str(tmp_path / "log"), **opts) as db:
+            db.put(b"k", b"v", sync=True)
+            db.compact_range()
+    finally:
+        kv0.set_lance_log_level(2)
+    assert any(r.name.startswith("lance.") for r in caplog.records)
+
+
+def test_stubs_describe_the_native_module():
+    import importlib.resources
+
+    stub = importlib.resources.files("kv0") / "_kv0.pyi"
+    assert stub.is_file()
+    text = stub.read_text()
+    assert "class _DB" in text and "def put" in text
