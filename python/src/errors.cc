@@ -7,24 +7,10 @@ namespace nb = nanobind;
 namespace kv0::python {
 namespace {
 
-const char* PythonName(Code code) {
-  switch (code) {
-    case Code::kNotFound:
-      return "NotFound";
-    case Code::kNotSupported:
-      return "NotSupported";
-    case Code::kInvalidArgument:
-      return "InvalidArgument";
-    case Code::kCorruption:
-      return "Corruption";
-    case Code::kIOError:
-      return "StoreIOError";
-    case Code::kConflict:
-      return "Conflict";
-    case Code::kBusy:
-      return "Busy";
-  }
-  return "Error";
+// kv0.errors names its classes after the codes, except that IOError is
+// StoreIOError there (IOError is a built-in alias of OSError).
+std::string PythonName(Code code) {
+  return code == Code::kIOError ? "StoreIOError" : std::string(CodeName(code));
 }
 
 }  // namespace
@@ -35,7 +21,7 @@ void RegisterErrors(nb::module_&) {
       std::rethrow_exception(p);
     } catch (const Error& e) {
       nb::object errors = nb::module_::import_("kv0.errors");
-      nb::object type = errors.attr(PythonName(e.code()));
+      nb::object type = errors.attr(PythonName(e.code()).c_str());
       PyErr_SetString(type.ptr(), e.what());
     }
   });

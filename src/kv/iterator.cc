@@ -4,6 +4,17 @@
 
 namespace kv0::kv {
 
+ViewIterator::Item ViewIterator::MakeItem(const Entry* e) {
+  Item item{std::string(e->key()), {}, std::nullopt};
+  if (e->is_lazy()) {
+    item.ref = e->lazy_ref();
+    resolved_ = false;
+  } else {
+    item.value.assign(e->value());
+  }
+  return item;
+}
+
 void ViewIterator::LoadForward(const std::string* from, bool exclusive) {
   db_->CheckOpen();
   items_.clear();
@@ -15,16 +26,7 @@ void ViewIterator::LoadForward(const std::string* from, bool exclusive) {
               : exclusive     ? entries.upper_bound(std::string_view(*from))
                               : entries.lower_bound(std::string_view(*from));
     for (; it != entries.end() && items_.size() < kChunk; ++it) {
-      const Entry* e = *it;
-      if (e->is_tombstone()) continue;
-      Item item{std::string(e->key()), {}, std::nullopt};
-      if (e->is_lazy()) {
-        item.ref = e->lazy_ref();
-        resolved_ = false;
-      } else {
-        item.value.assign(e->value());
-      }
-      items_.push_back(std::move(item));
+      if (!(*it)->is_tombstone()) items_.push_back(MakeItem(*it));
     }
   }
   pos_ = 0;
@@ -43,16 +45,7 @@ void ViewIterator::LoadBackward(const std::string* from, bool exclusive) {
                               : entries.upper_bound(std::string_view(*from));
     while (it != entries.begin() && items_.size() < kChunk) {
       --it;
-      const Entry* e = *it;
-      if (e->is_tombstone()) continue;
-      Item item{std::string(e->key()), {}, std::nullopt};
-      if (e->is_lazy()) {
-        item.ref = e->lazy_ref();
-        resolved_ = false;
-      } else {
-        item.value.assign(e->value());
-      }
-      items_.push_back(std::move(item));
+      if (!(*it)->is_tombstone()) items_.push_back(MakeItem(*it));
     }
   }
   std::reverse(items_.begin(), items_.end());

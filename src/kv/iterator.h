@@ -46,6 +46,8 @@ class ViewIterator final : public Iterator {
   // Fills the chunk with the entries at or before `from` (none: the last),
   // strictly before it when `exclusive`; positions at its last item.
   void LoadBackward(const std::string* from, bool exclusive);
+  // Copies an entry out of the view (a lazy one as its reference).
+  Item MakeItem(const Entry* e);
   void Resolve();
 
   std::shared_ptr<DB::Impl> db_;
