@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the C++ suites (ctest), the same suites under
-# AddressSanitizer and UndefinedBehaviorSanitizer, and the Python suite.
+# AddressSanitizer and UndefinedBehaviorSanitizer, the concurrent suites under
+# ThreadSanitizer, and the Python suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -14,6 +15,19 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=addres
 cmake --build build/asan -j2
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j2
+
+printf '\n== concurrent C++ tests under the thread sanitizer\n'
+cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=thread \
+  -DKV0_BUILD_TOOLS=OFF >/dev/null
+cmake --build build/tsan -j2 --target kv_test lru_cache_test background_test
+tsan_log=build/tsan/tsan.log
+: > "$tsan_log"
+export TSAN_OPTIONS="exitcode=0 report_signal_unsafe=0 suppressions=$PWD/tests/cpp/tsan.supp"
+build/tsan/tests/cpp/lru_cache_test 2>>"$tsan_log"
+build/tsan/tests/cpp/background_test --gtest_filter=-*Fork* 2>>"$tsan_log"
+build/tsan/tests/cpp/kv_test --gtest_filter='*Concurrent*:*Interval*:*TwoHandles*' 2>>"$tsan_log"
+unset TSAN_OPTIONS
+scripts/tsan_report.py "$tsan_log"
 
 printf '\n== Python tests\n'
 .venv/bin/python -m pytest -q tests/python
