@@ -1,0 +1,70 @@
+#include "tracking/schema.h"
+
+namespace kv0::tracking {
+
+using arrow::Type;
+
+const arrow::Schema& RunsSchema() {
+  static const arrow::Schema schema = {
+      {"seq", Type::kUInt64, false},
+      {"run_id", Type::kUtf8, false},
+      {"name", Type::kUtf8, true},
+      {"experiment", Type::kUtf8, true},
+      {"description", Type::kUtf8, true},
+      {"tags", Type::kListUtf8, false},
+      {"status", Type::kUtf8, false},
+      {"archived", Type::kBool, false},
+      {"created_at", Type::kTimestampUs, false},
+      {"updated_at", Type::kTimestampUs, false},
+      {"ended_at", Type::kTimestampUs, true},
+      {"fields", Type::kUInt32, true},
+      {"kind", Type::kUtf8, true},
+      {"target", Type::kUtf8, true},
+  };
+  return schema;
+}
+
+const arrow::Schema& RunsLateColumns() {
+  static const arrow::Schema schema = {
+      {"fields", Type::kUInt32, true},
+      {"kind", Type::kUtf8, true},
+      {"target", Type::kUtf8, true},
+  };
+  return schema;
+}
+
+const arrow::Schema& ParamsSchema() {
+  static const arrow::Schema schema = {
+      {"seq", Type::kUInt64, false}, {"run_id", Type::kUtf8, false}, {"key", Type::kUtf8, false},
+      {"value", Type::kUtf8, false}, {"num", Type::kFloat64, true},  {"text", Type::kUtf8, true},
+      {"flag", Type::kBool, true},
+  };
+  return schema;
+}
+
+const arrow::Schema& SeriesSchema() {
+  static const arrow::Schema schema = {
+      {"series_id", Type::kUInt64, false},
+      {"run_id", Type::kUtf8, false},
+      {"name", Type::kUtf8, false},
+      {"context", Type::kUtf8, false},
+      {"created_at", Type::kTimestampUs, false},
+  };
+  return schema;
+}
+
+const arrow::Schema& MetricsSchema() {
+  static const arrow::Schema schema = {
+      {"series_id", Type::kUInt64, false}, {"step", Type::kInt64, false},
+      {"epoch", Type::kInt64, true},       {"timestamp", Type::kTimestampUs, false},
+      {"value", Type::kFloat64, false},    {"stats", Type::kBinary, true},
+  };
+  return schema;
+}
+
+const arrow::Schema& MetricsLateColumns() {
+  static const arrow::Schema schema = {{"stats", Type::kBinary, true}};
+  return schema;
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,59 @@
+// The tracking layer's tables: their Lance schemas and reserved values.
+//
+// A repository is a location holding four datasets (runs.lance,
+// params.lance, series.lance, metrics.lance) plus one dataset per records
+// table under records/. The schemas here are the on-disk contract: any Lance
+// reader sees exactly these columns, types and nullability.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "lance/arrow.h"
+
+namespace kv0::tracking {
+
+// runs.lance: one row per change of a run; `fields` says which fields the
+// row sets (null in rows written before the column existed: all of them).
+const arrow::Schema& RunsSchema();
+// params.lance: one row per (run, dotted key) change; the newest seq wins.
+const arrow::Schema& ParamsSchema();
+// series.lance: one row per metric series.
+const arrow::Schema& SeriesSchema();
+// metrics.lance: points, plus reserved rows (series_id 0) for statistics
+// deltas and WAL marks in the `stats` column.
+const arrow::Schema& MetricsSchema();
+
+// Columns added after the first version of a table; opening a table that
+// lacks them adds them as all-null columns (a metadata-only commit).
+const arrow::Schema& RunsLateColumns();     // fields, kind, target
+const arrow::Schema& MetricsLateColumns();  // stats
+
+// Bits of runs.fields: the run fields a row sets.
+enum RunField : uint32_t {
+  kFieldName = 1u << 0,
+  kFieldExperiment = 1u << 1,
+  kFieldDescription = 1u << 2,
+  kFieldTags = 1u << 3,
+  kFieldStatus = 1u << 4,
+  kFieldArchived = 1u << 5,
+  kFieldCreatedAt = 1u << 6,
+  kFieldEndedAt = 1u << 7,
+  kFieldKind = 1u << 8,
+  kFieldTarget = 1u << 9,
+  kAllRunFields = (1u << 10) - 1,
+  // A tombstone: a row whose fields are exactly this bit deletes the run.
+  kFieldDeleted = 1u << 31,
+};
+
+// Run ids starting with this prefix are WAL mark rows, never runs.
+inline constexpr std::string_view kWalMarkPrefix = "__kv0_wal__/";
+// The series id of metrics rows that are not points.
+inline constexpr uint64_t kReservedSeriesId = 0;
+
+inline constexpr std::string_view kRunsTable = "runs.lance";
+inline constexpr std::string_view kParamsTable = "params.lance";
+inline constexpr std::string_view kSeriesTable = "series.lance";
+inline constexpr std::string_view kMetricsTable = "metrics.lance";
+
+}  // namespace kv0::tracking
