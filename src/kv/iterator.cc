@@ -4,29 +4,40 @@
 
 namespace kv0::kv {
 
-ViewIterator::Item ViewIterator::MakeItem(const Entry* e) {
-  Item item{std::string(e->key()), {}, std::nullopt};
-  if (e->is_lazy()) {
-    item.ref = e->lazy_ref();
+void ViewIterator::Clear() {
+  items_.clear();
+  bytes_.clear();
+  refs_.clear();
+  stored_.clear();
+  resolved_ = true;
+}
+
+void ViewIterator::Add(const Entry* e) {
+  Item item{bytes_.size(), static_cast<uint32_t>(e->key().size()), 0, e->value_size(),
+            e->is_lazy()};
+  bytes_.append(e->key());
+  if (item.lazy) {
+    item.value_pos = refs_.size();
+    refs_.push_back(e->lazy_ref());
     resolved_ = false;
   } else {
-    item.value.assign(e->value());
+    item.value_pos = bytes_.size();
+    bytes_.append(e->value());
   }
-  return item;
+  items_.push_back(item);
 }
 
 void ViewIterator::LoadForward(const std::string* from, bool exclusive) {
   db_->CheckOpen();
-  items_.clear();
-  resolved_ = true;
+  Clear();
   {
     std::shared_lock lock(db_->view_mu());
     const auto& entries = db_->view().entries();
     auto it = from == nullptr ? entries.begin()
               : exclusive     ? entries.upper_bound(std::string_view(*from))
                               : entries.lower_bound(std::string_view(*from));
-    for (; it != entries.end() && items_.size() < kChunk; ++it) {
-      if (!(*it)->is_tombstone()) items_.push_back(MakeItem(*it));
+    for (; it != entries.end() && items_.size() < limit_; ++it) {
+      if (!(*it)->is_tombstone()) Add(*it);
     }
   }
   pos_ = 0;
@@ -34,8 +45,7 @@ void ViewIterator::LoadForward(const std::string* from, bool exclusive) {
 
 void ViewIterator::LoadBackward(const std::string* from, bool exclusive) {
   db_->CheckOpen();
-  items_.clear();
-  resolved_ = true;
+  Clear();
   {
     std::shared_lock lock(db_->view_mu());
     const auto& entries = db_->view().entries();
@@ -43,9 +53,9 @@ void ViewIterator::LoadBackward(const std::string* from, bool exclusive) {
     auto it = from == nullptr ? entries.end()
               : exclusive     ? entries.lower_bound(std::string_view(*from))
                               : entries.upper_bound(std::string_view(*from));
-    while (it != entries.begin() && items_.size() < kChunk) {
+    while (it != entries.begin() && items_.size() < limit_) {
       --it;
-      if (!(*it)->is_tombstone()) items_.push_back(MakeItem(*it));
+      if (!(*it)->is_tombstone()) Add(*it);
     }
   }
   std::reverse(items_.begin(), items_.end());
@@ -54,22 +64,26 @@ void ViewIterator::LoadBackward(const std::string* from, bool exclusive) {
 
 void ViewIterator::SeekToFirst() {
   db_->MaybeRefresh();
+  limit_ = kFirstChunk;
   LoadForward(nullptr, false);
 }
 
 void ViewIterator::SeekToLast() {
   db_->MaybeRefresh();
+  limit_ = kFirstChunk;
   LoadBackward(nullptr, false);
 }
 
 void ViewIterator::Seek(std::string_view target) {
   db_->MaybeRefresh();
+  limit_ = kFirstChunk;
   std::string t(target);
   LoadForward(&t, false);
 }
 
 void ViewIterator::SeekForPrev(std::string_view target) {
   db_->MaybeRefresh();
+  limit_ = kFirstChunk;
   std::string t(target);
   LoadBackward(&t, false);
 }
@@ -80,7 +94,8 @@ void ViewIterator::Next() {
     ++pos_;
     return;
   }
-  std::string last = items_[pos_].key;
+  std::string last(KeyOf(items_[pos_]));
+  limit_ = std::min(limit_ * 2, kChunk);
   LoadForward(&last, true);
 }
 
@@ -90,40 +105,36 @@ void ViewIterator::Prev() {
     --pos_;
     return;
   }
-  std::string first = items_[pos_].key;
+  std::string first(KeyOf(items_[pos_]));
+  limit_ = std::min(limit_ * 2, kChunk);
   LoadBackward(&first, true);
 }
 
 std::string_view ViewIterator::key() const {
   if (!Valid()) throw Error(Code::kInvalidArgument, "iterator is not positioned at an entry");
-  return items_[pos_].key;
+  return KeyOf(items_[pos_]);
 }
 
 std::string_view ViewIterator::value() {
   if (!Valid()) throw Error(Code::kInvalidArgument, "iterator is not positioned at an entry");
+  const Item& item = items_[pos_];
+  if (!item.lazy) return {bytes_.data() + item.value_pos, item.value_size};
   if (!resolved_) Resolve();
-  return items_[pos_].value;
+  return stored_[item.value_pos];
 }
 
 // Reads every stored value of the chunk in one request.
 void ViewIterator::Resolve() {
-  std::vector<std::string> keys;
-  std::vector<LazyRef> refs;
-  std::vector<size_t> positions;
-  for (size_t i = 0; i < items_.size(); ++i) {
-    if (items_[i].ref) {
-      keys.push_back(items_[i].key);
-      refs.push_back(*items_[i].ref);
-      positions.push_back(i);
-    }
+  std::vector<std::string> keys(refs_.size());  // in refs_ order
+  for (const Item& item : items_) {
+    if (item.lazy) keys[item.value_pos] = KeyOf(item);
   }
-  auto values = db_->ReadLazy(keys, refs);
-  for (size_t j = 0; j < positions.size(); ++j) {
-    Item& item = items_[positions[j]];
-    // A key deleted since the chunk was read keeps an empty value here; it
-    // is gone at the next chunk.
-    if (values[j]) item.value = *values[j];
-    item.ref.reset();
+  auto values = db_->ReadLazy(keys, refs_);
+  stored_.clear();
+  for (auto& v : values) {
+    // A key deleted since the chunk was read reads as empty here; it is gone
+    // at the next chunk.
+    stored_.push_back(v ? *v : std::string());
   }
   resolved_ = true;
 }
