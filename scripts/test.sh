@@ -25,7 +25,7 @@ tsan_log=build/tsan/tsan.log
 export TSAN_OPTIONS="exitcode=0 report_signal_unsafe=0 suppressions=$PWD/tests/cpp/tsan.supp"
 build/tsan/tests/cpp/lru_cache_test 2>>"$tsan_log"
 build/tsan/tests/cpp/background_test --gtest_filter=-*Fork* 2>>"$tsan_log"
-build/tsan/tests/cpp/kv_test --gtest_filter='*Concurrent*:*Interval*:*TwoHandles*' 2>>"$tsan_log"
+build/tsan/tests/cpp/kv_test --gtest_filter='KvTest.ConcurrentWritersAndReaders:*Interval*:*TwoHandles*' 2>>"$tsan_log"
 unset TSAN_OPTIONS
 scripts/tsan_report.py "$tsan_log"
 
