@@ -19,21 +19,10 @@ namespace {
 
 constexpr size_t kRewriteBatchRows = 4096;
 
-uint64_t SecondsToNanos(std::chrono::seconds s) {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(s).count());
-}
-
-uint64_t CutoffBefore(std::chrono::seconds age) {
-  uint64_t now = WallNanos();
-  uint64_t span = SecondsToNanos(age);
-  return now > span ? now - span : 0;
-}
-
 }  // namespace
 
-void DB::Impl::MaybeCompact() {
+void DB::Impl::MaybeCompact(const std::vector<lance::FragmentInfo>& fragments) {
   if (read_only_) return;
-  auto fragments = dataset_->Fragments();
   if (fragments.size() <= options_.max_fragments) return;
   uint64_t stored = 0;
   for (const auto& f : fragments) stored += f.physical_rows - f.deleted_rows;
@@ -72,8 +61,8 @@ void DB::Impl::Materialize() {
   if (!pending_.empty()) return;  // a write slipped in after the flush
   RefreshLocked();                // rewrite what storage holds now, not older
 
-  uint64_t tombstone_cutoff = CutoffBefore(options_.tombstone_grace);
-  uint64_t mark_cutoff = CutoffBefore(options_.mark_ttl);
+  uint64_t tombstone_cutoff = WallNanosAgo(options_.tombstone_grace);
+  uint64_t mark_cutoff = WallNanosAgo(options_.mark_ttl);
   std::vector<uint64_t> removed;
   std::vector<std::pair<std::string, uint64_t>> marks;
   std::vector<std::tuple<std::string, std::string, uint64_t>> ranges;

@@ -102,7 +102,8 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   void ApplyToView(const OpBuffer& ops);
 
   // compaction.cc (holding flush_mu_)
-  void MaybeCompact();
+  // `fragments`: the dataset's fragments, as the flush just listed them.
+  void MaybeCompact(const std::vector<lance::FragmentInfo>& fragments);
   void Materialize();
   void RewriteFragments();
 

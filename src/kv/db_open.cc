@@ -135,12 +135,7 @@ void DB::Impl::SaveSnapshot() {
 void DB::Impl::ReplayAbandonedWals() {
   auto abandoned = wal::ClaimAbandoned(wal_dir_, wal_->writer_id());
   if (abandoned.empty()) return;
-  uint64_t stale_before = 0;
-  {
-    uint64_t now = WallNanos();
-    uint64_t ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.mark_ttl).count();
-    stale_before = now > ttl ? now - ttl : 0;
-  }
+  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
   for (auto& claimed : abandoned) {
     uint64_t mark = 0;
     bool has_mark = false;
@@ -177,9 +172,7 @@ void DB::Impl::ReplayAbandonedWals() {
     {
       std::lock_guard lock(write_mu_);
       for (const auto& ops : records) {
-        std::string record(1, static_cast<char>(kWalRecordKv));
-        record.append(ops.data());
-        wal_->Append(record);
+        wal_->Append(ops.WalRecord());
         clock_.Observe(ops.max_seq());
         ApplyToView(ops);
         pending_.Append(ops);

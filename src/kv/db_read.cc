@@ -8,16 +8,6 @@
 #include "kv/db_impl.h"
 
 namespace kv0::kv {
-namespace {
-
-int64_t NowSteadyNanos() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void DB::Impl::CheckOpen() const {
   if (closed_) throw Error(Code::kNotSupported, uri_ + " is closed");
 }
@@ -113,7 +103,7 @@ std::vector<std::shared_ptr<const std::string>> DB::Impl::ReadLazy(
 void DB::Impl::MaybeRefresh() {
   if (pinned_) return;
   auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.refresh_interval);
-  int64_t now = NowSteadyNanos();
+  int64_t now = SteadyNanos();
   if (now - last_refresh_ns_ < interval.count()) return;
   Refresh();
 }
@@ -126,7 +116,7 @@ void DB::Impl::Refresh() {
 }
 
 void DB::Impl::RefreshLocked() {
-  last_refresh_ns_ = NowSteadyNanos();
+  last_refresh_ns_ = SteadyNanos();
   if (dataset_->LatestVersion() != dataset_->version()) dataset_->CheckoutLatest();
   auto fragments = dataset_->Fragments();
 

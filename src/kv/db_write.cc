@@ -3,13 +3,10 @@
 #include <chrono>
 
 #include "kv/db_impl.h"
+#include "util/clock.h"
 
 namespace kv0::kv {
 namespace {
-
-int64_t SteadyNanos(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 // Rejects what the view or Lance could not hold, before anything is logged.
 void Validate(const WriteBatch& batch) {
@@ -60,13 +57,7 @@ void DB::Impl::Write(const WriteBatch& batch, const WriteOptions& options) {
       ops.Add(clock_.Next(), static_cast<OpKind>(op.kind), op.key, op.value);
     }
     // Logged before it is applied: a failed append changes nothing.
-    if (wal_ && !options.disable_wal) {
-      std::string record;
-      record.reserve(1 + ops.bytes());
-      record.push_back(static_cast<char>(kWalRecordKv));
-      record.append(ops.data());
-      wal_->Append(record);
-    }
+    if (wal_ && !options.disable_wal) wal_->Append(ops.WalRecord());
     ApplyToView(ops);
     pending_.Append(ops);
     pending_bytes = pending_.bytes();
@@ -122,7 +113,7 @@ void DB::Impl::Flush() {
 }
 
 void DB::Impl::FlushLocked() {
-  last_flush_ns_ = SteadyNanos(std::chrono::steady_clock::now());
+  last_flush_ns_ = SteadyNanos();
   OpBuffer ops;
   uint64_t sealed = 0;
   {
@@ -178,7 +169,7 @@ void DB::Impl::FlushLocked() {
     });
   }
   view_lock.unlock();
-  MaybeCompact();
+  MaybeCompact(fragments);
 }
 
 }  // namespace kv0::kv

@@ -63,6 +63,14 @@ void OpBuffer::Clear() {
   min_seq_ = UINT64_MAX;
 }
 
+std::string OpBuffer::WalRecord() const {
+  std::string record;
+  record.reserve(1 + data_.size());
+  record.push_back(static_cast<char>(kWalRecordKv));
+  record.append(data_);
+  return record;
+}
+
 bool OpBuffer::Next(size_t* pos, Op* op) const {
   if (*pos >= data_.size()) return false;
   const char* p = data_.data() + *pos;

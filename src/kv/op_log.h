@@ -60,6 +60,9 @@ class OpBuffer {
   uint64_t max_seq() const { return max_seq_; }
   uint64_t min_seq() const { return min_seq_; }
 
+  // The WAL record of these ops: the kind byte, then data().
+  std::string WalRecord() const;
+
   // Calls fn(const Op&) for each op in order.
   template <typename Fn>
   void ForEach(Fn&& fn) const {

@@ -9,6 +9,16 @@
 
 namespace kv0 {
 
+uint64_t WallNanosAgo(std::chrono::nanoseconds age) {
+  uint64_t now = WallNanos();
+  uint64_t span = age.count() > 0 ? static_cast<uint64_t>(age.count()) : 0;
+  return now > span ? now - span : 0;
+}
+
+int64_t SteadyNanos(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
 uint64_t WallNanos() {
   auto since_epoch = std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::system_clock::now().time_since_epoch());

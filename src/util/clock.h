@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 
 namespace kv0 {
@@ -18,6 +19,13 @@ namespace kv0 {
 // The system (wall) clock in nanoseconds since the Unix epoch; 0 for a clock
 // set before 1970.
 uint64_t WallNanos();
+
+// The wall clock `age` ago, in nanoseconds since the Unix epoch (0 if that is
+// before 1970): the cutoff below which a sequence number is older than age.
+uint64_t WallNanosAgo(std::chrono::nanoseconds age);
+
+// The steady clock, in nanoseconds, for intervals.
+int64_t SteadyNanos(std::chrono::steady_clock::time_point t = std::chrono::steady_clock::now());
 
 class HybridClock {
  public:
