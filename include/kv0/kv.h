@@ -25,15 +25,11 @@
 #include <vector>
 
 #include "kv0/error.h"
+#include "kv0/wal_sync.h"
 
 namespace kv0::kv {
 
-// How a handle's write-ahead log reaches the disk.
-enum class WalSync {
-  kNone,    // written to the OS on every write, never fsynced: survives a process crash
-  kBatch,   // also fsynced about every 100 ms: a power loss can lose the last ~100 ms
-  kAlways,  // fsynced before every write returns
-};
+using kv0::WalSync;
 
 struct Options {
   // --- Opening -------------------------------------------------------------

@@ -6,33 +6,9 @@
 #include "kv/db_impl.h"
 #include "kv/snapshot.h"
 #include "util/clock.h"
+#include "util/location.h"
 
 namespace kv0::kv {
-namespace {
-
-bool IsMemory(const std::string& uri) { return uri.rfind("memory://", 0) == 0; }
-
-// Paths become absolute so that every handle names a database (and its WAL
-// directory) the same way; URIs pass through.
-std::string Normalize(const std::string& location) {
-  if (location.empty()) throw Error(Code::kInvalidArgument, "empty database location");
-  if (location.find("://") != std::string::npos) return location;
-  return std::filesystem::absolute(location).lexically_normal().string();
-}
-
-wal::SyncMode ToWalMode(WalSync sync) {
-  switch (sync) {
-    case WalSync::kNone:
-      return wal::SyncMode::kNone;
-    case WalSync::kAlways:
-      return wal::SyncMode::kAlways;
-    case WalSync::kBatch:
-      break;
-  }
-  return wal::SyncMode::kBatch;
-}
-
-}  // namespace
 
 DB::Impl::Impl(std::string uri, const Options& options)
     : uri_(std::move(uri)),
@@ -41,7 +17,7 @@ DB::Impl::Impl(std::string uri, const Options& options)
       pinned_(options.version != 0 || !options.tag.empty()) {}
 
 std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Options& options) {
-  std::string uri = Normalize(location);
+  std::string uri = NormalizeLocation(location);
   std::shared_ptr<Impl> db(new Impl(uri, options));
   const auto& storage = options.storage_options;
 
@@ -69,10 +45,10 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
   }
   db->lazy_ = std::make_unique<LazyValues>(*db->dataset_, options.value_cache_size);
 
-  if (!IsMemory(uri)) db->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), uri);
+  if (!IsMemoryUri(uri)) db->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), uri);
   db->LoadView();
-  if (!db->read_only_ && !IsMemory(uri)) {
-    db->wal_ = wal::Log::Open(db->wal_dir_, ToWalMode(options.wal_sync));
+  if (!db->read_only_ && !IsMemoryUri(uri)) {
+    db->wal_ = wal::Log::Open(db->wal_dir_, ToSyncMode(options.wal_sync));
     db->ReplayAbandonedWals();
   }
   Background::Get().Register(db);

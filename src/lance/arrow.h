@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "kv0/error.h"
-#include "lance/arrow_c.h"
+#include "kv0/arrow_c.h"
 
 namespace kv0::arrow {
 

@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "lance/arrow_c.h"
+#include "kv0/arrow_c.h"
 #include "lance_c.h"
 
 namespace kv0::lance {
@@ -87,6 +87,14 @@ std::map<std::string, std::string> ReadMap(arrow::OwnedStream stream) {
 
 void UncommittedFragments::Free::operator()(LanceFragments* raw) const {
   lance_fragments_free(raw);
+}
+
+void UncommittedFragments::Extend(UncommittedFragments other) {
+  if (!raw_) {
+    raw_ = std::move(other.raw_);
+    return;
+  }
+  Check(lance_fragments_extend(raw_.get(), other.release()), "collect written fragments");
 }
 
 void Dataset::Free::operator()(LanceDataset* raw) const { lance_dataset_free(raw); }

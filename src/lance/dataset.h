@@ -92,6 +92,8 @@ class UncommittedFragments {
   UncommittedFragments() = default;
   explicit UncommittedFragments(LanceFragments* raw) : raw_(raw) {}
   LanceFragments* release() { return raw_.release(); }
+  // Moves other's fragments after this one's, for a single commit of both.
+  void Extend(UncommittedFragments other);
 
  private:
   struct Free {

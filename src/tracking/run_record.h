@@ -19,40 +19,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kv0/tracking.h"
 #include "tracking/schema.h"
 
 namespace kv0::tracking {
 
-// The record of one run, as readers see it.
-struct RunInfo {
-  std::string run_id;
-  std::optional<std::string> name, experiment, description;
-  std::vector<std::string> tags;
-  std::string status = "running";  // see IsValidStatus()
-  bool archived = false;
-  int64_t created_at_us = 0;  // microseconds since the Unix epoch, UTC
-  int64_t updated_at_us = 0;  // see MergeRun()
-  std::optional<int64_t> ended_at_us;
-  std::optional<std::string> kind;       // training, eval, ...
-  std::optional<nlohmann::json> target;  // what the run is about
-
-  bool operator==(const RunInfo&) const = default;
-};
-
-// True for the statuses a run may have: running, finished, failed, aborted.
-bool IsValidStatus(std::string_view status);
-
-// JSON form of a RunInfo: an object whose keys are the member names above
-// (run_id, name, ..., created_at_us, ..., target); times are integers in
-// microseconds. to_json omits absent optionals. from_json requires run_id;
-// any other key that is missing takes the member's default, and a null
-// name, experiment, description, ended_at_us or kind means absent. A present
-// "target" key is taken as is, so a JSON null target stays a present null.
-// Unknown keys are ignored. from_json throws kv0::Error(kInvalidArgument),
-// naming the key, for a value of the wrong type (a time that is not an
-// integer included) or a status that IsValidStatus() rejects.
-void to_json(nlohmann::json& j, const RunInfo& info);
-void from_json(const nlohmann::json& j, RunInfo& info);
+// RunInfo, IsValidStatus and RunInfo's JSON form are in kv0/tracking.h.
 
 // One stored row of runs.lance.
 struct RunRow {

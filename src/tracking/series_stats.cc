@@ -207,13 +207,21 @@ StatsDelta ExactStats(std::span<const Point> points) {
   return delta;
 }
 
-namespace {
-
 nlohmann::json DoubleToJson(double d) {
   if (std::isnan(d)) return nullptr;
   if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
   return d;
 }
+
+std::optional<double> DoubleFromJson(const nlohmann::json& v) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (v == "Infinity") return std::numeric_limits<double>::infinity();
+  if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
+namespace {
 
 [[noreturn]] void BadJson(const char* key, const char* why) {
   throw Error(Code::kInvalidArgument, std::string("series statistics JSON: ") + key + " " + why);
@@ -226,11 +234,7 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
 }
 
 double DoubleField(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = Field(j, key);
-  if (v.is_number()) return v.get<double>();
-  if (v.is_null()) return std::numeric_limits<double>::quiet_NaN();
-  if (v == "Infinity") return std::numeric_limits<double>::infinity();
-  if (v == "-Infinity") return -std::numeric_limits<double>::infinity();
+  if (auto d = DoubleFromJson(Field(j, key))) return *d;
   BadJson(key, "is not a number, null, \"Infinity\" or \"-Infinity\"");
 }
 

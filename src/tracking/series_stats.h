@@ -32,39 +32,21 @@
 
 #include <cstdint>
 #include <limits>
-#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "kv0/tracking.h"
+
 namespace kv0::tracking {
 
-// What a tracker reads about a series.
-//
-// A series whose points are all non-finite has min and max NaN and min_step
-// and max_step 0. Being defaulted, operator== compares doubles with ==, so two
-// stats holding a NaN never compare equal, even to themselves.
-struct SeriesStats {
-  uint64_t count = 0;
-  int64_t first_step = 0;
-  int64_t last_step = 0;
-  double last = 0;  // value of the last point
-  double min = 0;
-  int64_t min_step = 0;
-  double max = 0;
-  int64_t max_step = 0;
-  uint64_t non_finite = 0;
-  int64_t last_timestamp_us = 0;
+// SeriesStats and its JSON form are in kv0/tracking.h.
 
-  bool operator==(const SeriesStats&) const = default;
-};
-
-// JSON object with the field names above. JSON has no NaN or infinities, so a
-// NaN double is written as null and infinities as the strings "Infinity" and
-// "-Infinity"; from_json reads them back and throws kv0::Error(kInvalidArgument)
-// on a missing field or a value of the wrong type.
-void to_json(nlohmann::json& j, const SeriesStats& stats);
-void from_json(const nlohmann::json& j, SeriesStats& stats);
+// A double in kv0's JSON: NaN as null, infinities as "Infinity" and
+// "-Infinity". DoubleFromJson returns nullopt for anything else.
+nlohmann::json DoubleToJson(double d);
+std::optional<double> DoubleFromJson(const nlohmann::json& v);
 
 // One point of a series, as ExactStats sees it.
 struct Point {

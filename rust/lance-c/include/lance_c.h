@@ -281,6 +281,10 @@ int32_t lance_dataset_write_fragments(const struct LanceDataset *dataset,
 // until a cleanup removes unreferenced files). NULL is accepted.
 void lance_fragments_free(struct LanceFragments *fragments);
 
+// Moves the fragments of `src` (consumed; may be NULL) to the end of `dst`,
+// so fragments written by several calls go into one commit.
+int32_t lance_fragments_extend(struct LanceFragments *dst, struct LanceFragments *src);
+
 // Commits an Update that removes the fragments `removed_ids` and adds
 // `fragments` (consumed, even on failure; may be NULL for none), based on
 // the handle's version. Appends committed meanwhile are kept; a concurrent

@@ -145,6 +145,27 @@ pub unsafe extern "C" fn lance_fragments_free(fragments: *mut LanceFragments) {
     }
 }
 
+/// Moves the fragments of `src` (consumed; may be NULL) to the end of `dst`,
+/// so fragments written by several calls go into one commit.
+#[no_mangle]
+pub unsafe extern "C" fn lance_fragments_extend(
+    dst: *mut LanceFragments,
+    src: *mut LanceFragments,
+) -> i32 {
+    let moved = if src.is_null() {
+        Vec::new()
+    } else {
+        Box::from_raw(src).fragments
+    };
+    guard(|| {
+        let dst = dst
+            .as_mut()
+            .ok_or_else(|| Failure::invalid("destination fragments is NULL"))?;
+        dst.fragments.extend(moved);
+        Ok(())
+    })
+}
+
 /// Commits an Update that removes the fragments `removed_ids` and adds
 /// `fragments` (consumed, even on failure; may be NULL for none), based on
 /// the handle's version. Appends committed meanwhile are kept; a concurrent

@@ -9,8 +9,8 @@
  *
  * Ownership in one sentence: whoever holds a struct whose release is non-NULL
  * owns it and must call release exactly once; release sets it to NULL. */
-#ifndef KV0_LANCE_ARROW_C_H_
-#define KV0_LANCE_ARROW_C_H_
+#ifndef KV0_ARROW_C_H_
+#define KV0_ARROW_C_H_
 
 #include <stdint.h>
 
@@ -86,4 +86,4 @@ struct ArrowArrayStream {
 }
 #endif
 
-#endif /* KV0_LANCE_ARROW_C_H_ */
+#endif /* KV0_ARROW_C_H_ */

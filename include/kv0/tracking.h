@@ -1,0 +1,333 @@
+// kv0::tracking: the storage of an experiment tracker.
+//
+// A repository is a location (a local directory or an object-store URI)
+// holding four Lance datasets:
+//
+//   runs.lance     one row per change of a run's record
+//   params.lance   one row per (run, dotted parameter key) change
+//   series.lance   one row per metric series (run, name, context)
+//   metrics.lance  the points, plus statistics rows (see SeriesStats)
+//
+// Writing. Run::Track and Run::SetParams only append to a buffer shared by
+// the Repo handle, and to a local write-ahead log. The buffer is committed
+// when it holds flush_rows points, every flush_interval, on Flush(),
+// Run::Finish() and Close(): one append per non-empty table, in the order
+// runs, params, series, metrics, so a reader never sees a point of a series
+// it cannot name. A failed flush keeps the rows for the next one.
+//
+// Reading. Every query flushes the handle's buffer first, moves to the
+// latest version of the tables it reads and scans them with a filter; so a
+// handle always reads its own writes and, at query time, everything other
+// writers committed.
+//
+// Concurrency. Repo and Run are thread-safe. Many processes may write to one
+// repository at once (all writes are appends). Changes to one run merge field
+// by field: two writers that change different fields never undo each other,
+// and for one field the change with the newest sequence number wins.
+//
+// Failures throw kv0::Error (include/kv0/error.h); absence is std::optional.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv0/arrow_c.h"
+#include "kv0/error.h"
+#include "kv0/wal_sync.h"
+
+namespace kv0::tracking {
+
+// ---------------------------------------------------------------------------
+// Values exchanged with the API. Each has a JSON form (to_json/from_json for
+// nlohmann::json) for HTTP APIs; times are integers in microseconds since the
+// Unix epoch, UTC.
+
+// The record of one run, as readers see it.
+struct RunInfo {
+  std::string run_id;
+  std::optional<std::string> name, experiment, description;
+  std::vector<std::string> tags;
+  std::string status = "running";  // running, finished, failed or aborted
+  bool archived = false;
+  int64_t created_at_us = 0;
+  int64_t updated_at_us = 0;  // time of the run's newest row
+  std::optional<int64_t> ended_at_us;
+  std::optional<std::string> kind;       // training, eval, ...
+  std::optional<nlohmann::json> target;  // what the run is about
+
+  bool operator==(const RunInfo&) const = default;
+};
+
+// True for the statuses a run may have: running, finished, failed, aborted.
+bool IsValidStatus(std::string_view status);
+
+// JSON: an object whose keys are the member names above. to_json omits
+// absent optionals. from_json requires run_id; a missing key takes the
+// member's default and a null name, experiment, description, ended_at_us or
+// kind means absent. Throws kv0::Error(kInvalidArgument), naming the key, for
+// a value of the wrong type or an invalid status.
+void to_json(nlohmann::json& j, const RunInfo& info);
+void from_json(const nlohmann::json& j, RunInfo& info);
+
+// One metric series of a run.
+struct SeriesInfo {
+  // xxh3 of the run id, the name and the canonical context (see SeriesId).
+  uint64_t series_id = 0;
+  std::string run_id;
+  std::string name;
+  nlohmann::json context = nlohmann::json::object();
+  int64_t created_at_us = 0;
+
+  bool operator==(const SeriesInfo&) const = default;
+};
+void to_json(nlohmann::json& j, const SeriesInfo& info);
+void from_json(const nlohmann::json& j, SeriesInfo& info);
+
+// What a tracker shows about a series, read without reading its points.
+//
+// The last point is the one with the greatest step (at one step, the latest
+// write). min and max consider finite values only; a series whose points are
+// all non-finite has min and max NaN and min_step and max_step 0. count and
+// non_finite count every point (NaN and infinities are non-finite).
+// last_timestamp_us is the newest timestamp of any point.
+struct SeriesStats {
+  uint64_t count = 0;
+  int64_t first_step = 0;
+  int64_t last_step = 0;
+  double last = 0;
+  double min = 0;
+  int64_t min_step = 0;
+  double max = 0;
+  int64_t max_step = 0;
+  uint64_t non_finite = 0;
+  int64_t last_timestamp_us = 0;
+
+  bool operator==(const SeriesStats&) const = default;
+};
+// JSON has no NaN or infinities: NaN is written as null, infinities as the
+// strings "Infinity" and "-Infinity"; from_json reads them back.
+void to_json(nlohmann::json& j, const SeriesStats& stats);
+void from_json(const nlohmann::json& j, SeriesStats& stats);
+
+// The points of one series, ordered by step, one point per step (the latest
+// written). Column i of each vector describes point i.
+struct MetricData {
+  std::vector<int64_t> steps;
+  std::vector<std::optional<int64_t>> epochs;
+  std::vector<int64_t> timestamps_us;
+  std::vector<double> values;
+
+  size_t size() const { return steps.size(); }
+  bool operator==(const MetricData&) const = default;
+};
+// JSON: {"steps": [...], "epochs": [... or null], "timestamps_us": [...],
+// "values": [...]}, non-finite values written as for SeriesStats.
+void to_json(nlohmann::json& j, const MetricData& data);
+void from_json(const nlohmann::json& j, MetricData& data);
+
+// The id of the series (run_id, name, context): xxh3-64 of run_id, a zero
+// byte, name, a zero byte and the context as compact JSON with sorted keys.
+// 0 is reserved for statistics rows, so a hash of 0 becomes 1. Throws
+// kInvalidArgument if context is not an object.
+uint64_t SeriesId(std::string_view run_id, std::string_view name, const nlohmann::json& context);
+
+// ---------------------------------------------------------------------------
+// Arguments.
+
+struct NewRun {
+  std::optional<std::string> run_id;  // default: a new UUIDv7, 32 hex digits
+  std::optional<std::string> name, experiment, description;
+  std::vector<std::string> tags;
+  std::optional<std::string> kind;
+  std::optional<nlohmann::json> target;
+  std::optional<int64_t> created_at_us;  // default: now (an import keeps its time)
+};
+
+struct TrackOptions {
+  std::optional<int64_t> step;  // default: one past the series' last step
+  std::optional<int64_t> epoch;
+  nlohmann::json context = nlohmann::json::object();  // must be an object
+  std::optional<int64_t> timestamp_us;                // default: now
+};
+
+// Steps start <= step < stop.
+struct StepRange {
+  int64_t start = std::numeric_limits<int64_t>::min();
+  int64_t stop = std::numeric_limits<int64_t>::max();
+};
+
+// Timestamps start_us <= timestamp < stop_us.
+struct TimeRange {
+  int64_t start_us = std::numeric_limits<int64_t>::min();
+  int64_t stop_us = std::numeric_limits<int64_t>::max();
+};
+
+// One version per table, in the order runs, params, series, metrics.
+struct TableVersions {
+  uint64_t runs = 0, params = 0, series = 0, metrics = 0;
+  bool operator==(const TableVersions&) const = default;
+};
+
+struct OptimizeStats {
+  uint64_t run_rows_before = 0, run_rows_after = 0;  // runs.lance rows (marks included)
+  uint64_t points_rewritten = 0;                     // points the sorted rewrite wrote
+  bool full_rewrite = false;                         // every metrics fragment was rewritten
+};
+
+using kv0::WalSync;
+
+struct RepoOptions {
+  // Object-store settings handed to Lance unchanged (aws_endpoint, ...).
+  std::map<std::string, std::string> storage_options;
+
+  // Buffered points that trigger a flush; a writer that gets twice as far
+  // ahead of the background flush waits for one.
+  size_t flush_rows = 50000;
+  std::chrono::milliseconds flush_interval{5000};
+  // A table with more fragments than this after a flush is compacted.
+  size_t max_fragments = 32;
+  // Memory the sorted rewrite of optimize() may hold, in bytes; larger
+  // tables are rewritten in several passes.
+  size_t optimize_memory = size_t{256} << 20;
+  // Lance cleans up versions older than this every 20 commits.
+  std::chrono::seconds version_retention{7 * 24 * 3600};
+
+  // Write-ahead log, as for kv0::kv::Options.
+  std::string wal_dir;
+  WalSync wal_sync = WalSync::kBatch;
+  std::chrono::seconds mark_ttl{30 * 24 * 3600};
+  bool replay_stale_wal = false;
+};
+
+struct RepoImpl;  // src/tracking/repo_impl.h
+
+// A handle on one run, for writing. Cheap to copy; copies share the run.
+// Valid after its Repo handle is closed only in that every call then throws
+// kNotSupported.
+class Run {
+ public:
+  const std::string& run_id() const;
+
+  // Buffers one point. The series is (this run, name, opts.context); it is
+  // created on its first point. Throws kInvalidArgument for an empty name or
+  // a context that is not a JSON object.
+  void Track(double value, std::string_view name, const TrackOptions& opts = {});
+
+  // Merges params (a JSON object; nested objects flatten to dotted keys)
+  // into the run's parameters. Keys it does not name keep their values.
+  // Throws kInvalidArgument for what tracking::Flatten rejects.
+  void SetParams(const nlohmann::json& params);
+
+  // Applies change to the run's current record and writes the fields it
+  // changed (none: nothing is written). run_id, created_at_us... all fields
+  // but run_id and updated_at_us may change. Returns the new record.
+  RunInfo Update(const std::function<void(RunInfo&)>& change);
+
+  // Sets the status (finished, failed or aborted) and the end time (now, or
+  // ended_at_us), then flushes the repository handle.
+  void Finish(std::string_view status = "finished");
+  void FinishAt(std::string_view status, int64_t ended_at_us);
+
+ private:
+  friend class Repo;
+  friend struct RepoImpl;
+  struct State;
+  Run(std::shared_ptr<RepoImpl> repo, std::shared_ptr<State> state);
+  std::shared_ptr<RepoImpl> repo_;
+  std::shared_ptr<State> state_;
+};
+
+class Repo {
+ public:
+  // Opens the repository at uri (a path or URI), creating its tables if
+  // missing, adding later columns to older tables, and replaying the local
+  // WAL of writers that are gone.
+  static Repo Open(const std::string& uri, const RepoOptions& options = {});
+
+  Repo(Repo&&) noexcept;
+  Repo& operator=(Repo&&) noexcept;
+  // Flushes (errors are swallowed; the WAL keeps the rows) and closes.
+  ~Repo();
+
+  const std::string& uri() const;
+
+  // --- Writing -------------------------------------------------------------
+  // Creates a run. An existing run_id is allowed: the new row sets every
+  // field, so it resets the run's record (as an import would).
+  Run CreateRun(const NewRun& run);
+  // A handle on an existing run; default steps continue after each series'
+  // stored last step (taken from statistics, no point is read). NotFound if
+  // the run does not exist.
+  Run ResumeRun(const std::string& run_id);
+  // Reads the run's record (NotFound if none), applies change and writes the
+  // fields it changed. Reads no points. Returns the new record.
+  RunInfo UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change);
+
+  // Commits everything buffered. Throws what the failing commit threw; the
+  // rows not committed stay buffered.
+  void Flush();
+  // Flushes, then closes the handle; later calls throw kNotSupported.
+  void Close();
+
+  // --- Reading -------------------------------------------------------------
+  std::vector<RunInfo> Runs();  // ordered by created_at_us, then run_id
+  std::optional<RunInfo> GetRun(const std::string& run_id);
+  nlohmann::json Params(const std::string& run_id);   // {} when none
+  std::map<std::string, nlohmann::json> AllParams();  // run id -> parameters
+  std::vector<SeriesInfo> Series(const std::string& run_id);
+  std::vector<SeriesInfo> AllSeries();
+  // Statistics of the series in ids that have points; others are absent.
+  std::map<uint64_t, SeriesStats> GetSeriesStats(std::span<const uint64_t> ids);
+  // The points of each series in ids with a step in range (a series with
+  // none is absent).
+  std::map<uint64_t, MetricData> ReadMany(std::span<const uint64_t> ids, StepRange range = {});
+  // The same by time: for each step, the latest point is chosen first, then
+  // kept if its timestamp is in range.
+  std::map<uint64_t, MetricData> ReadManyIn(std::span<const uint64_t> ids, TimeRange range);
+  // The same as an Arrow stream of record batches with columns series_id
+  // (uint64), step (int64), epoch (int64, nullable), timestamp
+  // (timestamp[us, UTC]) and value (float64), ordered by series as in ids,
+  // then step. Series are read a bounded number of points at a time, so the
+  // whole result is never held in memory. *out is filled (released first if
+  // set) and owned by the caller; it stays readable after the Repo is closed.
+  void ReadManyStream(std::span<const uint64_t> ids, StepRange range, ArrowArrayStream* out);
+  void ReadManyInStream(std::span<const uint64_t> ids, TimeRange range, ArrowArrayStream* out);
+
+  // The newest version of each table in storage, found without scanning:
+  // a tracker compares them to skip a refresh when nothing changed.
+  TableVersions LatestVersions();
+  // The versions this handle last read or wrote.
+  TableVersions Versions();
+
+  // --- Maintenance ---------------------------------------------------------
+  // Folds run rows, rewrites the metrics fragments not yet sorted by
+  // (series_id, step) with one exact statistics row per series, compacts
+  // params and series and builds or updates the BTREE index on
+  // metrics.series_id. Keeps rows other writers append meanwhile; running
+  // it again with nothing new changes nothing.
+  OptimizeStats Optimize();
+  // Marks the statistics of ids for recomputation from their points (the
+  // next reads compute them exactly, until optimize stores exact ones).
+  void RecomputeSeriesStats(std::span<const uint64_t> ids);
+
+ private:
+  explicit Repo(std::shared_ptr<RepoImpl> impl);
+  std::shared_ptr<RepoImpl> impl_;
+};
+
+// Called after each table's commit of a flush, with the table's name
+// ("runs", "params", "series" or "metrics"): lets crash tests stop a process
+// between two commits. Not for production use; nullptr removes it.
+void SetFlushHookForTesting(void (*hook)(const char* table));
+
+}  // namespace kv0::tracking

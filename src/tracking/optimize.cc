@@ -1,0 +1,359 @@
+// optimize(): folds run rows, rewrites unsorted metrics fragments sorted by
+// (series_id, step) with one exact statistics row per series, compacts the
+// other tables and keeps the BTREE index on metrics.series_id up to date.
+//
+// Every rewrite here is one Lance Update that removes the fragments it read
+// and adds new ones, so rows other writers append meanwhile are kept (their
+// fragments are untouched).
+
+#include <algorithm>
+#include <cinttypes>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+
+namespace kv0::tracking {
+namespace {
+
+constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
+constexpr const char* kSeriesIndex = "series_id_idx";
+// What one point costs while it is being sorted, for the memory bound.
+constexpr uint64_t kBytesPerPoint = 64;
+
+std::vector<uint64_t> Ids(const std::vector<lance::FragmentInfo>& fragments) {
+  std::vector<uint64_t> ids;
+  for (const auto& f : fragments) ids.push_back(f.id);
+  return ids;
+}
+
+std::set<uint64_t> ParseIdList(const std::string& text) {
+  std::set<uint64_t> out;
+  auto json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_array()) return out;
+  for (const auto& id : json) {
+    if (id.is_number_unsigned()) out.insert(id.get<uint64_t>());
+  }
+  return out;
+}
+
+struct SortedPoint {
+  int64_t step;
+  uint64_t address;
+  int64_t timestamp_us;
+  double value;
+  int64_t epoch;
+  bool has_epoch;
+};
+
+// Points of one series per pass of the sorted rewrite.
+struct Pass {
+  uint64_t first_id, last_id;  // series ids [first_id, last_id]
+  int64_t start = INT64_MIN, stop = INT64_MAX;
+};
+
+RunRow MarkRow(const Mark& mark) {
+  RunRow row;
+  row.seq = mark.seq;
+  row.record.run_id = std::string(kWalMarkPrefix) + mark.writer_id;
+  row.fields = 0;
+  return row;
+}
+
+}  // namespace
+
+OptimizeStats RepoImpl::Optimize() {
+  CheckOpen();
+  Flush();
+  std::lock_guard lock(flush_mu_);
+  OptimizeStats stats;
+  FoldRuns(&stats);
+  SortMetrics(&stats);
+  for (int table : {kParams, kSeries}) {
+    PruneMarks(table);
+    if (Latest(table).Fragments().size() > 1) tables_[table]->Compact(lance::CompactOptions{});
+  }
+  return stats;
+}
+
+void RepoImpl::FoldRuns(OptimizeStats* stats) {
+  lance::Dataset& runs = Latest(kRuns);
+  auto fragments = Ids(runs.Fragments());
+  std::vector<RunRow> rows;
+  {
+    lance::ScanOptions scan;
+    scan.fragment_ids = fragments;
+    auto reader = runs.Scan(scan);
+    while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
+  }
+  auto marks = ReadMarks(kRuns, fragments);
+  stats->run_rows_before = runs.CountRows();
+
+  std::map<std::string, std::vector<RunRow>> by_run;
+  for (auto& row : rows) by_run[row.record.run_id].push_back(std::move(row));
+  std::vector<RunRow> folded;
+  for (auto& [id, run_rows] : by_run) {
+    // Rows of deleted runs are kept as they are (FoldRun leaves them).
+    for (auto& row : FoldRun(std::move(run_rows))) folded.push_back(std::move(row));
+  }
+  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+  for (const auto& [writer, mark] : marks) {
+    if (mark.seq >= stale_before) folded.push_back(MarkRow(mark));
+  }
+  uint64_t in_fragments = 0;
+  for (const auto& f : runs.Fragments()) {
+    if (std::find(fragments.begin(), fragments.end(), f.id) != fragments.end()) {
+      in_fragments += f.physical_rows - f.deleted_rows;
+    }
+  }
+  if (folded.size() == in_fragments) {
+    stats->run_rows_after = stats->run_rows_before;
+    return;  // nothing to fold
+  }
+  auto written = runs.WriteFragments(RunsStream(folded, std::nullopt));
+  runs.CommitUpdate(fragments, std::move(written));
+  stats->run_rows_after = runs.CountRows();
+}
+
+void RepoImpl::PruneMarks(int table) {
+  lance::Dataset& dataset = Latest(table);
+  auto marks = ReadMarks(table);
+  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+  for (const auto& [writer, mark] : marks) {
+    std::string run_id = SqlString(std::string(kWalMarkPrefix) + writer);
+    std::string filter = "run_id = " + run_id;
+    if (mark.seq >= stale_before) {
+      if (table == kSeries) {
+        char digits[24];
+        std::snprintf(digits, sizeof(digits), "%020" PRIu64, mark.seq);
+        filter += " AND name < " + SqlString(digits);
+      } else {
+        filter += " AND seq < " + std::to_string(mark.seq);
+      }
+    }
+    if (dataset.CountRows(filter) > 0) dataset.Delete(filter);
+  }
+}
+
+void RepoImpl::SortMetrics(OptimizeStats* stats) {
+  lance::Dataset& metrics = Latest(kMetrics);
+  auto fragments = metrics.Fragments();
+  std::set<uint64_t> present;
+  for (const auto& f : fragments) present.insert(f.id);
+  std::set<uint64_t> sorted;
+  auto metadata = metrics.Metadata();
+  if (auto it = metadata.find(kSortedFragmentsKey); it != metadata.end()) {
+    sorted = ParseIdList(it->second);
+  }
+  std::vector<uint64_t> unsorted;
+  for (uint64_t id : present) {
+    if (!sorted.count(id)) unsorted.push_back(id);
+  }
+  if (unsorted.empty()) return;
+
+  // A full rewrite when a sorted fragment is gone (merged by compaction)...
+  bool full = false;
+  for (uint64_t id : sorted) full = full || !present.count(id);
+  // ...or the new fragments hold an earlier optimize's exact statistics...
+  if (!full) {
+    lance::ScanOptions scan;
+    scan.columns = {"step"};
+    scan.fragment_ids = unsorted;
+    scan.filter = "series_id = 0 AND epoch IS NULL AND value = 1";
+    auto reader = metrics.Scan(scan);
+    while (auto batch = reader.Next()) full = full || batch->num_rows() > 0;
+  }
+  // ...or a new point is at or below the last sorted step of its series
+  // (a step written again, or out of order).
+  if (!full && !sorted.empty()) {
+    std::unordered_map<uint64_t, int64_t> sorted_last;
+    lance::ScanOptions scan;
+    scan.columns = {"step", "stats"};
+    scan.fragment_ids = std::vector<uint64_t>(sorted.begin(), sorted.end());
+    scan.filter = "series_id = 0 AND epoch IS NULL";
+    auto reader = metrics.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::Int64Column step(*batch, "step");
+      arrow::BinaryColumn encoded(*batch, "stats");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        StatsDelta delta = StatsDelta::Decode(encoded.value(i));
+        if (!delta.empty()) sorted_last[static_cast<uint64_t>(step.value(i))] = delta.last_step();
+      }
+    }
+    lance::ScanOptions points;
+    points.columns = {"series_id", "step"};
+    points.fragment_ids = unsorted;
+    points.filter = "series_id <> 0";
+    auto point_reader = metrics.Scan(points);
+    while (!full) {
+      auto batch = point_reader.Next();
+      if (!batch) break;
+      arrow::UInt64Column id(*batch, "series_id");
+      arrow::Int64Column step(*batch, "step");
+      for (int64_t i = 0; i < batch->num_rows() && !full; ++i) {
+        auto last = sorted_last.find(id.value(i));
+        full = last != sorted_last.end() && step.value(i) <= last->second;
+      }
+    }
+  }
+  std::vector<uint64_t> rewrite = full ? Ids(fragments) : unsorted;
+  stats->full_rewrite = full;
+
+  // Series a live run names; points of any other series are dropped. The
+  // series table is read after the fragments were listed, and a flush
+  // commits series before points, so every listed point's series is here.
+  std::unordered_set<uint64_t> live;
+  for (const auto& s : ReadSeries("")) live.insert(s.series_id);
+
+  // Pass 1: points per series and their step bounds, to plan passes that
+  // fit optimize_memory.
+  struct Extent {
+    uint64_t count = 0;
+    int64_t min_step = INT64_MAX, max_step = INT64_MIN;
+  };
+  std::map<uint64_t, Extent> extents;
+  {
+    lance::ScanOptions scan;
+    scan.columns = {"series_id", "step"};
+    scan.fragment_ids = rewrite;
+    scan.filter = "series_id <> 0";
+    auto reader = metrics.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id");
+      arrow::Int64Column step(*batch, "step");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        if (!live.count(id.value(i))) continue;
+        Extent& e = extents[id.value(i)];
+        e.count++;
+        e.min_step = std::min(e.min_step, step.value(i));
+        e.max_step = std::max(e.max_step, step.value(i));
+      }
+    }
+  }
+  uint64_t budget = std::max<uint64_t>(1, options_.optimize_memory / kBytesPerPoint);
+  std::vector<Pass> passes;
+  uint64_t in_pass = 0;
+  for (const auto& [id, e] : extents) {
+    if (e.count > budget) {
+      // One series larger than the budget: split by step range.
+      uint64_t pieces = (e.count + budget - 1) / budget;
+      uint64_t span = static_cast<uint64_t>(e.max_step) - static_cast<uint64_t>(e.min_step);
+      uint64_t width = span / pieces + 1;
+      for (uint64_t start = static_cast<uint64_t>(e.min_step);;) {
+        uint64_t left = static_cast<uint64_t>(e.max_step) - start;
+        bool last = left < width;
+        Pass pass{id, id, static_cast<int64_t>(start),
+                  last ? INT64_MAX : static_cast<int64_t>(start + width)};
+        passes.push_back(pass);
+        if (last) break;
+        start += width;
+      }
+      in_pass = budget;
+      continue;
+    }
+    if (passes.empty() || in_pass + e.count > budget) {
+      passes.push_back({id, id});
+      in_pass = 0;
+    }
+    passes.back().last_id = id;
+    in_pass += e.count;
+  }
+
+  // Pass 2..n: each pass reads its series, keeps the latest point per step,
+  // writes them sorted and computes their exact statistics.
+  lance::UncommittedFragments written;
+  std::map<uint64_t, StatsDelta> exact;
+  for (const auto& pass : passes) {
+    lance::ScanOptions scan;
+    scan.columns = {"series_id", "step", "epoch", "timestamp", "value"};
+    scan.fragment_ids = rewrite;
+    scan.with_row_address = true;
+    scan.filter = "series_id >= " + std::to_string(pass.first_id) +
+                  " AND series_id <= " + std::to_string(pass.last_id);
+    if (pass.start != INT64_MIN) scan.filter += " AND step >= " + SqlInt(pass.start);
+    if (pass.stop != INT64_MAX) scan.filter += " AND step < " + SqlInt(pass.stop);
+    std::map<uint64_t, std::vector<SortedPoint>> points;
+    auto reader = metrics.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
+      arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
+      arrow::TimestampColumn timestamp(*batch, "timestamp");
+      arrow::Float64Column value(*batch, "value");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        if (!live.count(id.value(i))) continue;
+        points[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
+                                       value.value(i), epoch.value(i), !epoch.is_null(i)});
+      }
+    }
+    PointBuffer out;
+    for (auto& [id, series] : points) {
+      std::sort(series.begin(), series.end(), [](const SortedPoint& a, const SortedPoint& b) {
+        return a.step != b.step ? a.step < b.step : a.address < b.address;
+      });
+      std::vector<Point> kept;
+      for (size_t i = 0; i < series.size(); ++i) {
+        if (i + 1 < series.size() && series[i + 1].step == series[i].step) continue;
+        const SortedPoint& p = series[i];
+        out.series_ids.push_back(id);
+        out.steps.push_back(p.step);
+        out.epochs.push_back(p.epoch);
+        out.has_epoch.push_back(p.has_epoch);
+        out.timestamps_us.push_back(p.timestamp_us);
+        out.values.push_back(p.value);
+        kept.push_back(Point{p.step, p.value, p.timestamp_us, p.address});
+      }
+      // Steps of a split series' passes are disjoint: merging stays exact.
+      exact[id].Merge(ExactStats(kept));
+      stats->points_rewritten += kept.size();
+    }
+    points.clear();
+    if (!out.steps.empty()) written.Extend(metrics.WriteFragments(MetricsStream(out, {})));
+  }
+
+  // The reserved rows: one exact delta per rewritten series (value 1 marks
+  // them as optimize's), and each writer's newest mark that is not stale.
+  {
+    arrow::BatchBuilder b(MetricsSchema());
+    int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
+    for (const auto& [id, delta] : exact) {
+      b.uint64(0).Append(kReservedSeriesId);
+      b.int64(1).Append(static_cast<int64_t>(id));
+      b.int64(2).AppendNull();
+      b.timestamp(3).Append(now_us);
+      b.float64(4).Append(1);
+      b.binary(5).Append(delta.Encode());
+    }
+    uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+    for (const auto& [writer, mark] : ReadMarks(kMetrics, rewrite)) {
+      if (mark.seq < stale_before) continue;
+      b.uint64(0).Append(kReservedSeriesId);
+      b.int64(1).Append(StepFromWriterId(writer));
+      b.int64(2).Append(static_cast<int64_t>(mark.seq));
+      b.timestamp(3).Append(now_us);
+      b.float64(4).Append(0);
+      b.binary(5).AppendNull();
+    }
+    if (b.num_rows() > 0) {
+      std::vector<arrow::OwnedArray> batches(1);
+      b.Finish(batches[0].get());
+      arrow::OwnedStream stream;
+      arrow::MakeStream(MetricsSchema(), std::move(batches), &stream);
+      written.Extend(metrics.WriteFragments(std::move(stream)));
+    }
+  }
+  auto commit = metrics.CommitUpdate(rewrite, std::move(written));
+
+  // Recorded after the commit: if this process dies in between, a sorted
+  // fragment is missing from the list and the next optimize rewrites it.
+  std::set<uint64_t> now_sorted;
+  if (!full) now_sorted = sorted;
+  now_sorted.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
+  nlohmann::json list = nlohmann::json::array();
+  for (uint64_t id : now_sorted) list.push_back(id);
+  metrics.UpdateMetadata({{kSortedFragmentsKey, list.dump()}});
+  if (metrics.CountRows() > 0) metrics.CreateBTreeIndex("series_id", kSeriesIndex);
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,204 @@
+// The public Repo and Run API: argument checks and forwarding to RepoImpl,
+// plus the JSON forms of SeriesInfo and MetricData and series ids.
+
+#include <xxhash.h>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+#include "tracking/series_stats.h"
+
+namespace kv0::tracking {
+namespace {
+
+[[noreturn]] void BadJson(const std::string& what) {
+  throw Error(Code::kInvalidArgument, "JSON: " + what);
+}
+
+}  // namespace
+
+uint64_t SeriesId(std::string_view run_id, std::string_view name, const nlohmann::json& context) {
+  if (!context.is_object()) {
+    throw Error(Code::kInvalidArgument, "a metric context must be a JSON object");
+  }
+  std::string bytes;
+  bytes.append(run_id);
+  bytes.push_back('\0');
+  bytes.append(name);
+  bytes.push_back('\0');
+  bytes.append(context.dump());  // nlohmann objects keep their keys sorted
+  uint64_t id = XXH3_64bits(bytes.data(), bytes.size());
+  return id == kReservedSeriesId ? 1 : id;
+}
+
+void to_json(nlohmann::json& j, const SeriesInfo& s) {
+  j = {{"series_id", s.series_id},
+       {"run_id", s.run_id},
+       {"name", s.name},
+       {"context", s.context},
+       {"created_at_us", s.created_at_us}};
+}
+
+void from_json(const nlohmann::json& j, SeriesInfo& s) {
+  try {
+    s.series_id = j.at("series_id").get<uint64_t>();
+    s.run_id = j.at("run_id").get<std::string>();
+    s.name = j.at("name").get<std::string>();
+    s.context = j.value("context", nlohmann::json::object());
+    s.created_at_us = j.value("created_at_us", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    BadJson(std::string("series: ") + e.what());
+  }
+}
+
+void to_json(nlohmann::json& j, const MetricData& d) {
+  nlohmann::json epochs = nlohmann::json::array(), values = nlohmann::json::array();
+  for (const auto& e : d.epochs) epochs.push_back(e ? nlohmann::json(*e) : nlohmann::json());
+  for (double v : d.values) values.push_back(DoubleToJson(v));
+  j = {{"steps", d.steps},
+       {"epochs", epochs},
+       {"timestamps_us", d.timestamps_us},
+       {"values", values}};
+}
+
+void from_json(const nlohmann::json& j, MetricData& d) {
+  try {
+    d.steps = j.at("steps").get<std::vector<int64_t>>();
+    d.timestamps_us = j.at("timestamps_us").get<std::vector<int64_t>>();
+    d.epochs.clear();
+    for (const auto& e : j.at("epochs")) {
+      d.epochs.push_back(e.is_null() ? std::nullopt : std::optional(e.get<int64_t>()));
+    }
+    d.values.clear();
+    for (const auto& v : j.at("values")) {
+      auto value = DoubleFromJson(v);
+      if (!value) BadJson("metric value is not a number");
+      d.values.push_back(*value);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    BadJson(std::string("metric data: ") + e.what());
+  }
+  if (d.epochs.size() != d.steps.size() || d.timestamps_us.size() != d.steps.size() ||
+      d.values.size() != d.steps.size()) {
+    BadJson("metric data columns have different lengths");
+  }
+}
+
+// --- Run ----------------------------------------------------------------------
+
+Run::Run(std::shared_ptr<RepoImpl> repo, std::shared_ptr<State> state)
+    : repo_(std::move(repo)), state_(std::move(state)) {}
+
+const std::string& Run::run_id() const { return state_->run_id; }
+
+void Run::Track(double value, std::string_view name, const TrackOptions& opts) {
+  repo_->Track(*state_, value, name, opts);
+}
+
+void Run::SetParams(const nlohmann::json& params) { repo_->SetParams(*state_, params); }
+
+RunInfo Run::Update(const std::function<void(RunInfo&)>& change) {
+  return repo_->UpdateKnown(*state_, change);
+}
+
+void Run::Finish(std::string_view status) { FinishAt(status, WallNanos() / 1000); }
+
+void Run::FinishAt(std::string_view status, int64_t ended_at_us) {
+  if (status == "running") {
+    throw Error(Code::kInvalidArgument, "finish needs a final status, not running");
+  }
+  std::string final_status(status);
+  Update([&](RunInfo& info) {
+    info.status = final_status;
+    info.ended_at_us = ended_at_us;
+  });
+  repo_->Flush();
+}
+
+// --- Repo ---------------------------------------------------------------------
+
+Repo::Repo(std::shared_ptr<RepoImpl> impl) : impl_(std::move(impl)) {}
+Repo::Repo(Repo&&) noexcept = default;
+Repo& Repo::operator=(Repo&&) noexcept = default;
+
+Repo::~Repo() {
+  if (!impl_) return;
+  try {
+    impl_->Close();
+  } catch (...) {
+    // The WAL keeps what could not be committed; the next open replays it.
+  }
+}
+
+Repo Repo::Open(const std::string& uri, const RepoOptions& options) {
+  return Repo(RepoImpl::Open(uri, options));
+}
+
+const std::string& Repo::uri() const { return impl_->uri_; }
+
+Run Repo::CreateRun(const NewRun& run) { return impl_->CreateRun(run); }
+Run Repo::ResumeRun(const std::string& run_id) { return impl_->ResumeRun(run_id); }
+RunInfo Repo::UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change) {
+  return impl_->UpdateRun(run_id, change);
+}
+void Repo::Flush() { impl_->Flush(); }
+void Repo::Close() { impl_->Close(); }
+
+std::vector<RunInfo> Repo::Runs() { return impl_->Runs(); }
+std::optional<RunInfo> Repo::GetRun(const std::string& run_id) { return impl_->GetRun(run_id); }
+
+nlohmann::json Repo::Params(const std::string& run_id) {
+  auto all = impl_->ReadParams("run_id = " + SqlString(run_id));
+  auto it = all.find(run_id);
+  return it == all.end() ? nlohmann::json::object() : it->second;
+}
+
+std::map<std::string, nlohmann::json> Repo::AllParams() { return impl_->ReadParams(""); }
+
+std::vector<SeriesInfo> Repo::Series(const std::string& run_id) {
+  impl_->Flush();
+  return impl_->ReadSeries("run_id = " + SqlString(run_id));
+}
+
+std::vector<SeriesInfo> Repo::AllSeries() {
+  impl_->Flush();
+  return impl_->ReadSeries("");
+}
+
+std::map<uint64_t, SeriesStats> Repo::GetSeriesStats(std::span<const uint64_t> ids) {
+  return impl_->GetSeriesStats(ids);
+}
+
+std::map<uint64_t, MetricData> Repo::ReadMany(std::span<const uint64_t> ids, StepRange range) {
+  return impl_->ReadMany(ids, range, std::nullopt);
+}
+
+std::map<uint64_t, MetricData> Repo::ReadManyIn(std::span<const uint64_t> ids, TimeRange range) {
+  return impl_->ReadMany(ids, StepRange{}, range);
+}
+
+void Repo::ReadManyStream(std::span<const uint64_t> ids, StepRange range, ArrowArrayStream* out) {
+  impl_->ReadStream(ids, range, std::nullopt, out);
+}
+
+void Repo::ReadManyInStream(std::span<const uint64_t> ids, TimeRange range, ArrowArrayStream* out) {
+  impl_->ReadStream(ids, StepRange{}, range, out);
+}
+
+TableVersions Repo::LatestVersions() {
+  impl_->CheckOpen();
+  auto& t = impl_->tables_;
+  return {t[kRuns]->LatestVersion(), t[kParams]->LatestVersion(), t[kSeries]->LatestVersion(),
+          t[kMetrics]->LatestVersion()};
+}
+
+TableVersions Repo::Versions() {
+  auto& t = impl_->tables_;
+  return {t[kRuns]->version(), t[kParams]->version(), t[kSeries]->version(),
+          t[kMetrics]->version()};
+}
+
+OptimizeStats Repo::Optimize() { return impl_->Optimize(); }
+
+void Repo::RecomputeSeriesStats(std::span<const uint64_t> ids) { impl_->MarkDirty(ids); }
+
+}  // namespace kv0::tracking

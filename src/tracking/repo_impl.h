@@ -1,0 +1,158 @@
+// The machinery behind kv0::tracking::Repo and Run. One RepoImpl per open
+// handle; Run handles share it.
+//
+// Following a write: Run::Track -> RepoImpl::Track (repo_write.cc) takes a
+// seq, stages the point for the WAL and adds it to the buffer, under
+// write_mu_. A flush (RepoImpl::FlushLocked, repo_write.cc) swaps the buffer
+// out and seals the WAL under write_mu_, then appends runs, params, series
+// and metrics in that order, each with its mark row, then deletes the sealed
+// WAL segments; after it, tables over max_fragments are compacted. Reads
+// (repo_read.cc) flush, move each table they read to its latest version and
+// scan it with a filter. Opening (repo_open.cc) creates or upgrades the
+// tables and replays abandoned WALs. optimize.cc holds Optimize.
+//
+// Locks, always taken in this order: flush_mu_ (one flush, compaction or
+// optimize at a time), write_mu_ (the buffer, the WAL staging and the
+// handle's caches of runs and series).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv0/tracking.h"
+#include "lance/dataset.h"
+#include "tracking/run_record.h"
+#include "tracking/tables.h"
+#include "tracking/wal_records.h"
+#include "util/background.h"
+#include "util/clock.h"
+#include "wal/wal.h"
+
+namespace kv0::tracking {
+
+enum TableIndex { kRuns = 0, kParams = 1, kSeries = 2, kMetrics = 3, kTableCount = 4 };
+// "runs", "params", "series", "metrics".
+const char* TableName(int table);
+
+// What this handle knows of one series.
+struct SeriesState {
+  uint64_t id = 0;
+  bool has_last = false;
+  int64_t last_step = 0;  // greatest step tracked or loaded, if has_last
+};
+
+// Everything written and not yet committed.
+struct WriteBuffer {
+  std::vector<RunRow> runs;
+  std::vector<ParamChange> params;
+  std::vector<SeriesInfo> series;
+  PointBuffer points;
+  // Per table, the highest seq of its WAL records in this buffer: the seq of
+  // the mark the table's commit writes.
+  uint64_t wal_seq[kTableCount] = {0, 0, 0, 0};
+
+  bool empty() const { return runs.empty() && params.empty() && series.empty() && points.empty(); }
+};
+
+}  // namespace kv0::tracking
+
+struct kv0::tracking::Run::State {
+  std::string run_id;
+  // Series of this run by name and context (name, then "\0" and the context
+  // JSON when it is not empty); values point into RepoImpl::series_.
+  std::unordered_map<std::string, SeriesState*> series;
+};
+
+namespace kv0::tracking {
+
+struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<RepoImpl> {
+  using SteadyTime = std::chrono::steady_clock::time_point;
+
+  RepoImpl(std::string uri, const RepoOptions& options);
+  ~RepoImpl() override;
+
+  // repo_open.cc
+  static std::shared_ptr<RepoImpl> Open(const std::string& uri, const RepoOptions& options);
+  void OpenTables();
+  void ReplayAbandonedWals();
+  // Each WAL writer's newest mark in the table (or in some of its fragments).
+  std::map<std::string, Mark> ReadMarks(
+      int table, const std::optional<std::vector<uint64_t>>& fragments = std::nullopt);
+  void Close();
+
+  // repo_write.cc
+  std::shared_ptr<Run::State> NewRunState(const std::string& run_id);
+  Run CreateRun(const NewRun& run);
+  Run ResumeRun(const std::string& run_id);
+  RunInfo UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change);
+  RunInfo UpdateKnown(Run::State& run, const std::function<void(RunInfo&)>& change);
+  void Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts);
+  void SetParams(Run::State& run, const nlohmann::json& params);
+  // Writes an empty dirty delta per series: reads recompute them from their
+  // points until optimize stores exact statistics.
+  void MarkDirty(std::span<const uint64_t> ids);
+  void Flush();
+  void FlushLocked();
+  void ScheduleFlush();
+  void OnTick(SteadyTime now) override;
+  void AddRunRowLocked(RunRow row);
+  void LogLocked(const std::string& record);
+  void WriteStagedPointsLocked();
+  void MaybeCompact(int table);
+
+  // repo_read.cc
+  std::vector<RunRow> ReadRunRows(const std::string& filter);
+  std::vector<RunInfo> Runs();
+  std::optional<RunInfo> GetRun(const std::string& run_id);
+  std::map<std::string, nlohmann::json> ReadParams(const std::string& filter);
+  std::vector<SeriesInfo> ReadSeries(const std::string& filter);
+  std::map<uint64_t, SeriesStats> GetSeriesStats(std::span<const uint64_t> ids);
+  // Merged deltas of ids (dirty ones included), read from the reserved rows.
+  std::map<uint64_t, StatsDelta> ReadDeltas(std::span<const uint64_t> ids);
+  void ReadStream(std::span<const uint64_t> ids, StepRange steps, std::optional<TimeRange> times,
+                  ArrowArrayStream* out);
+  std::map<uint64_t, MetricData> ReadMany(std::span<const uint64_t> ids, StepRange steps,
+                                          std::optional<TimeRange> times);
+  // Flushes, then moves the table to its latest version; returns it.
+  lance::Dataset& Latest(int table);
+
+  // optimize.cc
+  OptimizeStats Optimize();
+  void FoldRuns(OptimizeStats* stats);
+  void SortMetrics(OptimizeStats* stats);
+  void PruneMarks(int table);
+
+  void CheckOpen() const;
+
+  const std::string uri_;
+  const RepoOptions options_;
+
+  std::unique_ptr<lance::Dataset> tables_[kTableCount];
+
+  std::mutex flush_mu_;
+  uint64_t last_mark_[kTableCount] = {0, 0, 0, 0};  // seq of this writer's newest mark rows
+
+  std::mutex write_mu_;
+  HybridClock clock_;
+  WriteBuffer buffer_;
+  PointsRecord staged_;            // points logged but not yet written to the WAL
+  std::unique_ptr<wal::Log> wal_;  // null for memory://
+  std::string wal_dir_;
+  std::unordered_map<uint64_t, SeriesState> series_;  // series this handle knows
+  std::map<std::string, RunInfo> runs_;               // records this handle knows
+  std::map<std::string, std::weak_ptr<Run::State>> run_states_;
+
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> flush_scheduled_{false};
+  std::atomic<int64_t> last_flush_ns_{0};     // steady clock
+  std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
+};
+
+}  // namespace kv0::tracking

@@ -1,0 +1,237 @@
+// Opening and closing a repository: the four tables (created, or given the
+// columns added since they were written), the WAL and its replay.
+
+#include <set>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+#include "util/location.h"
+
+namespace kv0::tracking {
+namespace {
+
+const arrow::Schema& TableSchema(int table) {
+  switch (table) {
+    case kRuns:
+      return RunsSchema();
+    case kParams:
+      return ParamsSchema();
+    case kSeries:
+      return SeriesSchema();
+    default:
+      return MetricsSchema();
+  }
+}
+
+std::string_view TableDir(int table) {
+  static constexpr std::string_view kDirs[] = {kRunsTable, kParamsTable, kSeriesTable,
+                                               kMetricsTable};
+  return kDirs[table];
+}
+
+std::set<std::string> ColumnNames(const lance::Dataset& dataset) {
+  arrow::OwnedSchema schema = dataset.Schema();
+  std::set<std::string> names;
+  for (int64_t i = 0; i < schema->n_children; ++i) names.insert(schema->children[i]->name);
+  return names;
+}
+
+// The table's WAL kind, for replay.
+int TableOf(const WalRecord& record) { return static_cast<int>(record.index()); }
+
+uint64_t SeqOf(const WalRecord& record) {
+  return std::visit([](const auto& r) -> uint64_t { return r.seq; }, record);
+}
+
+}  // namespace
+
+const char* TableName(int table) {
+  static const char* kNames[] = {"runs", "params", "series", "metrics"};
+  return kNames[table];
+}
+
+RepoImpl::RepoImpl(std::string uri, const RepoOptions& options)
+    : uri_(std::move(uri)), options_(options) {}
+
+std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const RepoOptions& options) {
+  if (options.flush_rows == 0) throw Error(Code::kInvalidArgument, "flush_rows must be positive");
+  if (options.optimize_memory < (1 << 20)) {
+    throw Error(Code::kInvalidArgument, "optimize_memory must be at least 1 MiB");
+  }
+  std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
+  repo->OpenTables();
+  if (!IsMemoryUri(repo->uri_)) {
+    repo->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + repo->uri_);
+    repo->wal_ = wal::Log::Open(repo->wal_dir_, ToSyncMode(options.wal_sync));
+    repo->ReplayAbandonedWals();
+  }
+  repo->last_flush_ns_ = SteadyNanos();
+  Background::Get().Register(repo);
+  return repo;
+}
+
+void RepoImpl::OpenTables() {
+  const auto& storage = options_.storage_options;
+  lance::CreateOptions create{
+      .auto_cleanup_interval = 20,
+      .auto_cleanup_older_than = options_.version_retention,
+  };
+  for (int t = 0; t < kTableCount; ++t) {
+    std::string uri = uri_ + "/" + std::string(TableDir(t));
+    try {
+      tables_[t] = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
+    } catch (const Error& e) {
+      if (e.code() != Code::kNotFound) throw;
+      try {
+        tables_[t] = std::make_unique<lance::Dataset>(
+            lance::Dataset::Create(uri, storage, TableSchema(t), create));
+      } catch (const Error& again) {
+        if (again.code() != Code::kConflict) throw;  // another handle created it first
+        tables_[t] = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
+      }
+    }
+  }
+  // Tables written before the later columns existed gain them, all null (a
+  // metadata-only commit). Two handles racing here: the loser's commit fails
+  // because the columns exist; it then finds them present.
+  for (auto [table, late] :
+       {std::pair{kRuns, &RunsLateColumns()}, std::pair{kMetrics, &MetricsLateColumns()}}) {
+    auto names = ColumnNames(*tables_[table]);
+    arrow::Schema missing;
+    for (const auto& field : *late) {
+      if (!names.count(field.name)) missing.push_back(field);
+    }
+    if (missing.empty()) continue;
+    try {
+      tables_[table]->AddNullColumns(missing);
+    } catch (const Error&) {
+      tables_[table]->CheckoutLatest();
+      auto now = ColumnNames(*tables_[table]);
+      for (const auto& field : missing) {
+        if (!now.count(field.name)) throw;
+      }
+    }
+  }
+}
+
+std::map<std::string, Mark> RepoImpl::ReadMarks(
+    int table, const std::optional<std::vector<uint64_t>>& fragments) {
+  lance::ScanOptions scan;
+  scan.fragment_ids = fragments;
+  switch (table) {
+    case kRuns:
+    case kParams:
+      scan.columns = {"seq", "run_id"};
+      scan.filter = "starts_with(run_id, " + SqlString(kWalMarkPrefix) + ")";
+      break;
+    case kSeries:
+      scan.columns = {"run_id", "name"};
+      scan.filter = "series_id = 0";
+      break;
+    default:
+      scan.columns = {"step", "epoch"};
+      scan.filter = "series_id = 0 AND epoch IS NOT NULL";
+  }
+  std::map<std::string, Mark> marks;
+  auto note = [&](std::string writer, uint64_t seq) {
+    Mark& mark = marks[writer];
+    mark.writer_id = std::move(writer);
+    mark.seq = std::max(mark.seq, seq);
+  };
+  auto reader = tables_[table]->Scan(scan);
+  while (auto batch = reader.Next()) {
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (table == kMetrics) {
+        note(WriterIdFromStep(arrow::Int64Column(*batch, "step").value(i)),
+             static_cast<uint64_t>(arrow::Int64Column(*batch, "epoch").value(i)));
+        continue;
+      }
+      auto run_id = arrow::Utf8Column(*batch, "run_id").value(i);
+      if (!IsMarkRunId(run_id)) continue;
+      std::string writer(run_id.substr(kWalMarkPrefix.size()));
+      uint64_t seq = table == kSeries
+                         ? std::stoull(std::string(arrow::Utf8Column(*batch, "name").value(i)))
+                         : arrow::UInt64Column(*batch, "seq").value(i);
+      note(std::move(writer), seq);
+    }
+  }
+  return marks;
+}
+
+// Claims the WALs of writers that are gone and takes over every record a
+// table's mark does not cover: it goes into this handle's WAL and buffer with
+// its original seq, and the flush at the end commits it. A crash between two
+// of a flush's commits thus replays exactly the tables that missed it.
+void RepoImpl::ReplayAbandonedWals() {
+  auto abandoned = wal::ClaimAbandoned(wal_dir_, wal_->writer_id());
+  if (abandoned.empty()) return;
+  std::map<std::string, Mark> marks[kTableCount];
+  for (int t = 0; t < kTableCount; ++t) marks[t] = ReadMarks(t);
+  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+  {
+    std::lock_guard lock(write_mu_);
+    for (auto& claimed : abandoned) {
+      for (const auto& bytes : claimed.records) {
+        WalRecord record = DecodeWalRecord(bytes);
+        int table = TableOf(record);
+        uint64_t seq = SeqOf(record);
+        auto mark = marks[table].find(claimed.writer_id);
+        if (mark == marks[table].end()) {
+          // Without a mark only a record older than mark_ttl is ambiguous:
+          // a committed record's mark is at least its seq, and marks live
+          // that long.
+          if (seq < stale_before && !options_.replay_stale_wal) {
+            throw Error(Code::kCorruption,
+                        "WAL " + claimed.dir + " holds " + TableName(table) +
+                            " records older than mark_ttl and its writer left no mark; open "
+                            "with replay_stale_wal to replay it anyway (rows may be stored "
+                            "twice), or move the directory away");
+          }
+        } else if (seq <= mark->second.seq) {
+          continue;  // committed
+        }
+        clock_.Observe(seq);
+        LogLocked(bytes);
+        buffer_.wal_seq[table] = std::max(buffer_.wal_seq[table], seq);
+        if (auto* run = std::get_if<RunRow>(&record)) {
+          buffer_.runs.push_back(std::move(*run));
+        } else if (auto* params = std::get_if<ParamsRecord>(&record)) {
+          for (auto& row : Flatten(params->params)) {
+            buffer_.params.push_back({params->seq, params->run_id, std::move(row)});
+          }
+        } else if (auto* series = std::get_if<SeriesRecord>(&record)) {
+          buffer_.series.push_back(std::move(series->series));
+        } else {
+          buffer_.points.Append(std::move(std::get<PointsRecordData>(record).points));
+        }
+      }
+    }
+  }
+  // The records are in this handle's WAL: make that durable before the
+  // claimed directories go.
+  wal_->Sync();
+  for (auto& claimed : abandoned) claimed.Remove();
+  Flush();
+}
+
+void RepoImpl::Close() {
+  if (closed_) return;
+  std::lock_guard lock(flush_mu_);
+  FlushLocked();  // throws with the rows still logged
+  closed_ = true;
+  if (wal_) wal_->CloseClean();
+}
+
+RepoImpl::~RepoImpl() {
+  try {
+    Close();
+  } catch (...) {
+    // The WAL still holds the rows; the next open replays them.
+  }
+}
+
+void RepoImpl::CheckOpen() const {
+  if (closed_) throw Error(Code::kNotSupported, "repository " + uri_ + " is closed");
+}
+
+}  // namespace kv0::tracking

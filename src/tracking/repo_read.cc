@@ -1,0 +1,375 @@
+// Reads: each query flushes the handle's buffer, moves the tables it reads to
+// their latest versions and scans them with a filter.
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+
+namespace kv0::tracking {
+namespace {
+
+// Points one read holds at a time; a larger series is read in step ranges.
+constexpr uint64_t kReadChunkPoints = 1 << 20;
+// Above this many ids a filter lists none and the scan filters in memory.
+constexpr size_t kMaxFilterIds = 1000;
+
+struct StoredPoint {
+  int64_t step;
+  uint64_t address;  // later writes have larger addresses
+  int64_t timestamp_us;
+  double value;
+  int64_t epoch;
+  bool has_epoch;
+};
+
+// Sorts by step and keeps the latest point of each step.
+void LatestPerStep(std::vector<StoredPoint>* points) {
+  std::sort(points->begin(), points->end(), [](const StoredPoint& a, const StoredPoint& b) {
+    return a.step != b.step ? a.step < b.step : a.address < b.address;
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < points->size(); ++i) {
+    if (i + 1 < points->size() && (*points)[i + 1].step == (*points)[i].step) continue;
+    (*points)[out++] = (*points)[i];
+  }
+  points->resize(out);
+}
+
+const arrow::Schema& PointsSchema() {
+  static const arrow::Schema schema = {
+      {"series_id", arrow::Type::kUInt64, false}, {"step", arrow::Type::kInt64, false},
+      {"epoch", arrow::Type::kInt64, true},       {"timestamp", arrow::Type::kTimestampUs, false},
+      {"value", arrow::Type::kFloat64, false},
+  };
+  return schema;
+}
+
+std::vector<uint64_t> Unique(std::span<const uint64_t> ids) {
+  std::vector<uint64_t> out;
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t id : ids) {
+    if (id != kReservedSeriesId && seen.insert(id).second) out.push_back(id);
+  }
+  return out;
+}
+
+// One scan of a read: some series over one step range.
+struct ReadChunk {
+  std::vector<uint64_t> ids;
+  int64_t start, stop;  // steps [start, stop)
+};
+
+std::string StepFilter(int64_t start, int64_t stop) {
+  std::string out;
+  if (start != INT64_MIN) out += " AND step >= " + SqlInt(start);
+  if (stop != INT64_MAX) out += " AND step < " + SqlInt(stop);
+  return out;
+}
+
+}  // namespace
+
+lance::Dataset& RepoImpl::Latest(int table) {
+  tables_[table]->CheckoutLatest();
+  return *tables_[table];
+}
+
+std::vector<RunRow> RepoImpl::ReadRunRows(const std::string& filter) {
+  lance::ScanOptions scan;
+  scan.filter = filter;
+  std::vector<RunRow> rows;
+  auto reader = Latest(kRuns).Scan(scan);
+  while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
+  return rows;
+}
+
+std::vector<RunInfo> RepoImpl::Runs() {
+  Flush();
+  std::map<std::string, std::vector<RunRow>> by_run;
+  for (auto& row : ReadRunRows("")) by_run[row.record.run_id].push_back(std::move(row));
+  std::vector<RunInfo> out;
+  for (auto& [id, rows] : by_run) {
+    if (auto info = MergeRun(std::move(rows))) out.push_back(std::move(*info));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const RunInfo& a, const RunInfo& b) {
+    return a.created_at_us < b.created_at_us;
+  });
+  return out;
+}
+
+std::optional<RunInfo> RepoImpl::GetRun(const std::string& run_id) {
+  Flush();
+  return MergeRun(ReadRunRows("run_id = " + SqlString(run_id)));
+}
+
+std::map<std::string, nlohmann::json> RepoImpl::ReadParams(const std::string& filter) {
+  Flush();
+  lance::ScanOptions scan;
+  scan.columns = {"seq", "run_id", "key", "value"};
+  scan.filter = filter;
+  std::map<std::string, std::vector<Leaf>> by_run;
+  auto reader = Latest(kParams).Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column seq(*batch, "seq");
+    arrow::Utf8Column run_id(*batch, "run_id"), key(*batch, "key"), value(*batch, "value");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (IsMarkRunId(run_id.value(i))) continue;
+      auto parsed = nlohmann::json::parse(value.value(i), nullptr, false);
+      if (parsed.is_discarded()) parsed = std::string(value.value(i));
+      by_run[std::string(run_id.value(i))].push_back(
+          Leaf{std::string(key.value(i)), std::move(parsed), seq.value(i)});
+    }
+  }
+  std::map<std::string, nlohmann::json> out;
+  for (auto& [id, leaves] : by_run) out[id] = Unflatten(std::move(leaves));
+  return out;
+}
+
+std::vector<SeriesInfo> RepoImpl::ReadSeries(const std::string& filter) {
+  lance::ScanOptions scan;
+  scan.filter = filter.empty() ? "series_id <> 0" : "series_id <> 0 AND " + filter;
+  std::vector<SeriesInfo> out;
+  std::unordered_set<uint64_t> seen;
+  auto reader = Latest(kSeries).Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column id(*batch, "series_id");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (seen.insert(id.value(i)).second) out.push_back(DecodeSeries(*batch, i));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const SeriesInfo& a, const SeriesInfo& b) {
+    return std::tie(a.run_id, a.name, a.series_id) < std::tie(b.run_id, b.name, b.series_id);
+  });
+  return out;
+}
+
+std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(std::span<const uint64_t> ids) {
+  std::vector<uint64_t> wanted = Unique(ids);
+  std::map<uint64_t, StatsDelta> out;
+  if (wanted.empty()) return out;
+  std::unordered_set<uint64_t> set(wanted.begin(), wanted.end());
+  lance::ScanOptions scan;
+  scan.columns = {"step", "stats"};
+  scan.filter = "series_id = 0 AND epoch IS NULL";
+  if (wanted.size() <= kMaxFilterIds) {
+    std::vector<int64_t> steps(wanted.begin(), wanted.end());
+    scan.filter += " AND " + SqlInSigned("step", steps);
+  }
+  auto reader = Latest(kMetrics).Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::Int64Column step(*batch, "step");
+    arrow::BinaryColumn stats(*batch, "stats");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      uint64_t id = static_cast<uint64_t>(step.value(i));
+      if (!set.count(id) || stats.is_null(i)) continue;
+      out[id].Merge(StatsDelta::Decode(stats.value(i)));
+    }
+  }
+  return out;
+}
+
+std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_t> ids) {
+  Flush();
+  auto deltas = ReadDeltas(ids);
+  std::map<uint64_t, SeriesStats> out;
+  std::vector<uint64_t> dirty;
+  for (const auto& [id, delta] : deltas) {
+    if (delta.dirty()) {
+      dirty.push_back(id);
+    } else if (!delta.empty()) {
+      out[id] = delta.Finish();
+    }
+  }
+  // Dirty series are computed from their points, as reads see them.
+  for (size_t begin = 0; begin < dirty.size(); begin += kMaxFilterIds) {
+    std::vector<uint64_t> part(dirty.begin() + begin,
+                               dirty.begin() + std::min(dirty.size(), begin + kMaxFilterIds));
+    lance::ScanOptions scan;
+    scan.columns = {"series_id", "step", "timestamp", "value"};
+    scan.filter = SqlIn("series_id", part);
+    scan.with_row_address = true;
+    std::map<uint64_t, std::vector<Point>> points;
+    auto reader = tables_[kMetrics]->Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
+      arrow::Int64Column step(*batch, "step");
+      arrow::TimestampColumn timestamp(*batch, "timestamp");
+      arrow::Float64Column value(*batch, "value");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        points[id.value(i)].push_back(
+            Point{step.value(i), value.value(i), timestamp.value(i), address.value(i)});
+      }
+    }
+    for (const auto& [id, series_points] : points) {
+      StatsDelta exact = ExactStats(series_points);
+      if (!exact.empty()) out[id] = exact.Finish();
+    }
+  }
+  return out;
+}
+
+void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
+                          std::optional<TimeRange> times, ArrowArrayStream* out) {
+  Flush();
+  std::vector<uint64_t> wanted = Unique(ids);
+  auto deltas = ReadDeltas(wanted);  // also moves metrics to its latest version
+
+  // Per series, the step range to read. A time range first finds the steps
+  // with a point in it; the latest point of each such step is chosen below
+  // before the time range applies.
+  std::map<uint64_t, std::pair<int64_t, int64_t>> ranges;  // [start, stop)
+  if (times) {
+    for (size_t begin = 0; begin < wanted.size(); begin += kMaxFilterIds) {
+      std::vector<uint64_t> part(wanted.begin() + begin,
+                                 wanted.begin() + std::min(wanted.size(), begin + kMaxFilterIds));
+      lance::ScanOptions scan;
+      scan.columns = {"series_id", "step"};
+      scan.filter = SqlIn("series_id", part) + StepFilter(steps.start, steps.stop);
+      if (times->start_us != INT64_MIN) {
+        scan.filter += " AND timestamp >= " + SqlTimestamp(times->start_us);
+      }
+      if (times->stop_us != INT64_MAX) {
+        scan.filter += " AND timestamp < " + SqlTimestamp(times->stop_us);
+      }
+      auto reader = tables_[kMetrics]->Scan(scan);
+      while (auto batch = reader.Next()) {
+        arrow::UInt64Column id(*batch, "series_id");
+        arrow::Int64Column step(*batch, "step");
+        for (int64_t i = 0; i < batch->num_rows(); ++i) {
+          int64_t s = step.value(i);
+          auto [it, fresh] = ranges.try_emplace(id.value(i), s, s + 1);
+          it->second.first = std::min(it->second.first, s);
+          it->second.second = std::max(it->second.second, s + 1);
+        }
+      }
+    }
+  } else {
+    for (uint64_t id : wanted) {
+      auto delta = deltas.find(id);
+      if (delta == deltas.end() || delta->second.empty()) continue;
+      SeriesStats stats = delta->second.Finish();
+      int64_t stop = stats.last_step == INT64_MAX ? INT64_MAX : stats.last_step + 1;
+      int64_t lo = std::max(steps.start, stats.first_step), hi = std::min(steps.stop, stop);
+      if (lo < hi) ranges[id] = {lo, hi};
+    }
+  }
+
+  // Plan the scans: series in the order asked, grouped while their points
+  // (as the statistics count them) fit one chunk; a larger series is split
+  // into step ranges.
+  std::vector<ReadChunk> chunks;
+  uint64_t in_chunk = 0;
+  for (uint64_t id : wanted) {
+    auto range = ranges.find(id);
+    if (range == ranges.end()) continue;
+    auto [lo, hi] = range->second;
+    auto delta = deltas.find(id);
+    uint64_t count =
+        delta != deltas.end() && !delta->second.empty() ? delta->second.Finish().count : 0;
+    if (count > kReadChunkPoints) {
+      uint64_t pieces = (count + kReadChunkPoints - 1) / kReadChunkPoints;
+      // Width computed in unsigned arithmetic: the range may span all int64.
+      uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+      uint64_t width = std::max<uint64_t>(1, span / pieces + 1);
+      for (uint64_t start = static_cast<uint64_t>(lo); start < static_cast<uint64_t>(hi);) {
+        uint64_t stop =
+            static_cast<uint64_t>(hi) - start <= width ? static_cast<uint64_t>(hi) : start + width;
+        chunks.push_back({{id}, static_cast<int64_t>(start), static_cast<int64_t>(stop)});
+        if (stop == static_cast<uint64_t>(hi)) break;
+        start = stop;
+      }
+      in_chunk = kReadChunkPoints;  // start a new chunk after it
+      continue;
+    }
+    if (chunks.empty() || in_chunk + count > kReadChunkPoints ||
+        chunks.back().ids.size() >= kMaxFilterIds || chunks.back().start != lo ||
+        chunks.back().stop != hi) {
+      chunks.push_back({{}, lo, hi});
+      in_chunk = 0;
+    }
+    chunks.back().ids.push_back(id);
+    in_chunk += count;
+  }
+
+  // The stream reads one chunk per batch. It holds the dataset, so it stays
+  // readable after the handle is closed.
+  std::shared_ptr<lance::Dataset> dataset = std::make_shared<lance::Dataset>(lance::Dataset::Open(
+      tables_[kMetrics]->uri(), options_.storage_options, tables_[kMetrics]->version()));
+  auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
+  auto next = [dataset, state, times](ArrowArray* out) -> bool {
+    auto& [plan, index] = *state;
+    while (index < plan.size()) {
+      const ReadChunk& chunk = plan[index++];
+      lance::ScanOptions scan;
+      scan.columns = {"series_id", "step", "epoch", "timestamp", "value"};
+      scan.filter = SqlIn("series_id", chunk.ids) + StepFilter(chunk.start, chunk.stop);
+      scan.with_row_address = true;
+      std::map<uint64_t, std::vector<StoredPoint>> points;
+      auto reader = dataset->Scan(scan);
+      while (auto batch = reader.Next()) {
+        arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
+        arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
+        arrow::TimestampColumn timestamp(*batch, "timestamp");
+        arrow::Float64Column value(*batch, "value");
+        for (int64_t i = 0; i < batch->num_rows(); ++i) {
+          points[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
+                                         value.value(i), epoch.value(i), !epoch.is_null(i)});
+        }
+      }
+      arrow::BatchBuilder builder(PointsSchema());
+      for (uint64_t id : chunk.ids) {
+        auto found = points.find(id);
+        if (found == points.end()) continue;
+        LatestPerStep(&found->second);
+        for (const auto& p : found->second) {
+          if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
+            continue;
+          }
+          builder.uint64(0).Append(id);
+          builder.int64(1).Append(p.step);
+          if (p.has_epoch) {
+            builder.int64(2).Append(p.epoch);
+          } else {
+            builder.int64(2).AppendNull();
+          }
+          builder.timestamp(3).Append(p.timestamp_us);
+          builder.float64(4).Append(p.value);
+        }
+        found->second = {};
+      }
+      if (builder.num_rows() == 0) continue;
+      builder.Finish(out);
+      return true;
+    }
+    return false;
+  };
+  arrow::OwnedStream stream;
+  arrow::MakeStream(PointsSchema(), std::move(next), &stream);
+  *out = stream.release();
+}
+
+std::map<uint64_t, MetricData> RepoImpl::ReadMany(std::span<const uint64_t> ids, StepRange steps,
+                                                  std::optional<TimeRange> times) {
+  ArrowArrayStream raw{};
+  ReadStream(ids, steps, times, &raw);
+  arrow::StreamReader reader{arrow::OwnedStream(&raw)};
+  std::map<uint64_t, MetricData> out;
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column id(*batch, "series_id");
+    arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
+    arrow::TimestampColumn timestamp(*batch, "timestamp");
+    arrow::Float64Column value(*batch, "value");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      MetricData& data = out[id.value(i)];
+      data.steps.push_back(step.value(i));
+      data.epochs.push_back(epoch.is_null(i) ? std::nullopt : std::optional(epoch.value(i)));
+      data.timestamps_us.push_back(timestamp.value(i));
+      data.values.push_back(value.value(i));
+    }
+  }
+  return out;
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,404 @@
+// The write path: runs, parameters and points into the buffer (and the WAL),
+// and the flush that commits the buffer table by table.
+
+#include <cinttypes>
+#include <cstdio>
+#include <random>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+
+namespace kv0::tracking {
+namespace {
+
+// Points are logged in records of about this size: one write call per
+// record instead of per point (see docs/decisions.md).
+constexpr size_t kStagedPointsBytes = 64 << 10;
+
+std::atomic<void (*)(const char*)> flush_hook{nullptr};
+
+int64_t NowMicros() { return static_cast<int64_t>(WallNanos() / 1000); }
+
+// A UUIDv7 as 32 hex digits: 48 bits of Unix milliseconds, then random bits,
+// so run ids sort by creation time.
+std::string NewRunId() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  uint64_t ms = WallNanos() / 1'000'000;
+  uint64_t hi = (ms << 16) | 0x7000 | (random() & 0x0fff);
+  uint64_t lo = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  char text[40];
+  std::snprintf(text, sizeof(text), "%016" PRIx64 "%016" PRIx64, hi, lo);
+  return text;
+}
+
+void CheckRunId(const std::string& run_id) {
+  if (run_id.empty()) throw Error(Code::kInvalidArgument, "empty run id");
+  if (run_id.starts_with(kWalMarkPrefix)) {
+    throw Error(Code::kInvalidArgument,
+                "run ids starting with " + std::string(kWalMarkPrefix) + " are reserved");
+  }
+}
+
+void CheckRecord(const RunInfo& info) {
+  if (!IsValidStatus(info.status)) {
+    throw Error(Code::kInvalidArgument, "invalid run status \"" + info.status +
+                                            "\" (running, finished, failed or aborted)");
+  }
+}
+
+}  // namespace
+
+void SetFlushHookForTesting(void (*hook)(const char* table)) { flush_hook = hook; }
+
+std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
+  // Handles on one run share its series cache.
+  if (auto it = run_states_.find(run_id); it != run_states_.end()) {
+    if (auto state = it->second.lock()) return state;
+  }
+  auto state = std::make_shared<Run::State>();
+  state->run_id = run_id;
+  run_states_[run_id] = state;
+  return state;
+}
+
+void RepoImpl::LogLocked(const std::string& record) {
+  if (!wal_) return;
+  // Staged points go first, so the WAL keeps the order of the calls.
+  WriteStagedPointsLocked();
+  wal_->Append(record);
+}
+
+void RepoImpl::WriteStagedPointsLocked() {
+  if (!wal_ || staged_.empty()) return;
+  wal_->Append(staged_.Take());
+}
+
+void RepoImpl::AddRunRowLocked(RunRow row) {
+  LogLocked(EncodeRunRecord(row));
+  buffer_.wal_seq[kRuns] = std::max(buffer_.wal_seq[kRuns], row.seq);
+  buffer_.runs.push_back(std::move(row));
+}
+
+Run RepoImpl::CreateRun(const NewRun& spec) {
+  CheckOpen();
+  RunInfo info;
+  info.run_id = spec.run_id.value_or(NewRunId());
+  CheckRunId(info.run_id);
+  info.name = spec.name;
+  info.experiment = spec.experiment;
+  info.description = spec.description;
+  info.tags = spec.tags;
+  info.kind = spec.kind;
+  info.target = spec.target;
+  int64_t now = NowMicros();
+  info.created_at_us = spec.created_at_us.value_or(now);
+  info.updated_at_us = now;
+  std::shared_ptr<Run::State> state;
+  {
+    std::lock_guard lock(write_mu_);
+    AddRunRowLocked(RunRow{clock_.Next(), info, kAllRunFields});
+    runs_[info.run_id] = info;
+    state = NewRunState(info.run_id);
+  }
+  return Run(shared_from_this(), std::move(state));
+}
+
+Run RepoImpl::ResumeRun(const std::string& run_id) {
+  auto info = GetRun(run_id);
+  if (!info) throw Error(Code::kNotFound, "run " + run_id + " does not exist in " + uri_);
+  auto series = ReadSeries("run_id = " + SqlString(run_id));
+  std::vector<uint64_t> ids;
+  for (const auto& s : series) ids.push_back(s.series_id);
+  // The last steps come from the statistics rows; no point is read.
+  auto deltas = ReadDeltas(ids);
+  std::lock_guard lock(write_mu_);
+  runs_[run_id] = *info;
+  auto state = NewRunState(run_id);
+  for (const auto& s : series) {
+    SeriesState& known = series_[s.series_id];
+    known.id = s.series_id;
+    auto delta = deltas.find(s.series_id);
+    if (delta != deltas.end() && !delta->second.empty()) {
+      known.last_step = known.has_last ? std::max(known.last_step, delta->second.last_step())
+                                       : delta->second.last_step();
+      known.has_last = true;
+    }
+    std::string key = s.name;
+    if (!s.context.empty()) key += '\0' + s.context.dump();
+    state->series[key] = &known;
+  }
+  return Run(shared_from_this(), std::move(state));
+}
+
+RunInfo RepoImpl::UpdateKnown(Run::State& run, const std::function<void(RunInfo&)>& change) {
+  std::unique_lock lock(write_mu_);
+  CheckOpen();
+  auto it = runs_.find(run.run_id);
+  if (it == runs_.end()) {
+    lock.unlock();
+    return UpdateRun(run.run_id, change);
+  }
+  RunInfo after = it->second;
+  change(after);
+  after.run_id = run.run_id;
+  CheckRecord(after);
+  uint32_t fields = ChangedFields(it->second, after);
+  if (fields == 0) return it->second;
+  after.updated_at_us = NowMicros();
+  AddRunRowLocked(RunRow{clock_.Next(), after, fields});
+  it->second = after;
+  return after;
+}
+
+RunInfo RepoImpl::UpdateRun(const std::string& run_id,
+                            const std::function<void(RunInfo&)>& change) {
+  auto before = GetRun(run_id);
+  if (!before) throw Error(Code::kNotFound, "run " + run_id + " does not exist in " + uri_);
+  RunInfo after = *before;
+  change(after);
+  after.run_id = run_id;
+  CheckRecord(after);
+  uint32_t fields = ChangedFields(*before, after);
+  std::lock_guard lock(write_mu_);
+  CheckOpen();
+  if (fields != 0) {
+    after.updated_at_us = NowMicros();
+    AddRunRowLocked(RunRow{clock_.Next(), after, fields});
+  }
+  auto known = runs_.find(run_id);
+  if (known != runs_.end()) known->second = after;
+  return after;
+}
+
+void RepoImpl::SetParams(Run::State& run, const nlohmann::json& params) {
+  auto rows = Flatten(params);  // validates before anything is logged
+  std::lock_guard lock(write_mu_);
+  CheckOpen();
+  uint64_t seq = clock_.Next();
+  LogLocked(EncodeParamsRecord(seq, run.run_id, params));
+  buffer_.wal_seq[kParams] = std::max(buffer_.wal_seq[kParams], seq);
+  for (auto& row : rows) buffer_.params.push_back({seq, run.run_id, std::move(row)});
+}
+
+void RepoImpl::MarkDirty(std::span<const uint64_t> ids) {
+  std::lock_guard lock(write_mu_);
+  CheckOpen();
+  for (uint64_t id : ids) {
+    if (id != kReservedSeriesId) buffer_.points.deltas[id].set_dirty();
+  }
+}
+
+void RepoImpl::Track(Run::State& run, double value, std::string_view name,
+                     const TrackOptions& opts) {
+  if (name.empty()) throw Error(Code::kInvalidArgument, "empty metric name");
+  if (!opts.context.is_object()) {
+    throw Error(Code::kInvalidArgument, "a metric context must be a JSON object");
+  }
+  size_t buffered;
+  {
+    std::lock_guard lock(write_mu_);
+    CheckOpen();
+    std::string key(name);
+    if (!opts.context.empty()) key += '\0' + opts.context.dump();
+    auto found = run.series.find(key);
+    SeriesState* series;
+    if (found != run.series.end()) {
+      series = found->second;
+    } else {
+      uint64_t id = SeriesId(run.run_id, name, opts.context);
+      auto [it, is_new] = series_.try_emplace(id);
+      series = &it->second;
+      series->id = id;
+      if (is_new) {
+        SeriesInfo info{id, run.run_id, std::string(name), opts.context, NowMicros()};
+        uint64_t seq = clock_.Next();
+        LogLocked(EncodeSeriesRecord(seq, info));
+        buffer_.wal_seq[kSeries] = std::max(buffer_.wal_seq[kSeries], seq);
+        buffer_.series.push_back(std::move(info));
+      }
+      run.series.emplace(std::move(key), series);
+    }
+
+    int64_t step = opts.step.value_or(series->has_last ? series->last_step + 1 : 0);
+    // A step at or below one already written may replace a point that some
+    // delta counts: readers then recompute this series from its points.
+    bool dirty = series->has_last && step <= series->last_step;
+    series->last_step = series->has_last ? std::max(series->last_step, step) : step;
+    series->has_last = true;
+    int64_t timestamp = opts.timestamp_us.value_or(NowMicros());
+    uint64_t seq = clock_.Next();
+    if (wal_) {
+      if (staged_.empty()) {
+        staged_.Start(seq);
+        buffer_.wal_seq[kMetrics] = std::max(buffer_.wal_seq[kMetrics], seq);
+      }
+      staged_.Add(series->id, step, opts.epoch, timestamp, value);
+      if (staged_.size() >= kStagedPointsBytes || wal_->mode() == wal::SyncMode::kAlways) {
+        WriteStagedPointsLocked();
+      }
+    }
+    buffer_.points.Add(series->id, step, opts.epoch, timestamp, value, seq, dirty);
+    buffered = buffer_.points.size();
+  }
+  if (buffered >= 2 * options_.flush_rows) {
+    Flush();  // the background flush is not keeping up: this writer waits
+  } else if (buffered >= options_.flush_rows) {
+    ScheduleFlush();
+  }
+}
+
+void RepoImpl::ScheduleFlush() {
+  if (flush_scheduled_.exchange(true)) return;
+  std::weak_ptr<RepoImpl> weak = weak_from_this();
+  Background::Get().Submit([weak] {
+    auto self = weak.lock();
+    if (!self) return;
+    try {
+      if (!self->closed_) self->Flush();
+    } catch (const std::exception&) {
+      // The rows went back to the buffer; the next flush retries them.
+    }
+    self->flush_scheduled_ = false;
+  });
+}
+
+void RepoImpl::OnTick(SteadyTime now) {
+  if (closed_) return;
+  int64_t now_ns = SteadyNanos(now);
+  bool has_pending;
+  {
+    std::lock_guard lock(write_mu_);
+    // Points staged for the WAL reach the OS within one tick.
+    WriteStagedPointsLocked();
+    has_pending = !buffer_.empty();
+  }
+  if (wal_ && wal_->mode() == wal::SyncMode::kBatch && now_ns - last_wal_sync_ns_ >= 100'000'000) {
+    last_wal_sync_ns_ = now_ns;
+    wal_->Sync();
+  }
+  auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.flush_interval);
+  if (has_pending && now_ns - last_flush_ns_ >= interval.count()) ScheduleFlush();
+}
+
+void RepoImpl::Flush() {
+  CheckOpen();
+  std::lock_guard lock(flush_mu_);
+  FlushLocked();
+}
+
+void RepoImpl::FlushLocked() {
+  last_flush_ns_ = SteadyNanos();
+  WriteBuffer buf;
+  uint64_t sealed = 0;
+  {
+    std::lock_guard lock(write_mu_);
+    if (buffer_.empty()) return;
+    WriteStagedPointsLocked();
+    std::swap(buf, buffer_);
+    // Sealing under the lock that took the rows makes the sealed segments
+    // hold exactly what this flush commits.
+    if (wal_) sealed = wal_->Seal();
+  }
+
+  auto mark = [&](int table) -> std::optional<Mark> {
+    if (!wal_) return std::nullopt;
+    return Mark{wal_->writer_id(), buf.wal_seq[table]};
+  };
+  // One append per table, in an order that lets a reader name every point it
+  // sees. A table is cleared from buf once committed, so on failure buf holds
+  // exactly what goes back to the buffer.
+  bool committed[kTableCount] = {false, false, false, false};
+  try {
+    if (!buf.runs.empty()) {
+      tables_[kRuns]->Append(RunsStream(buf.runs, mark(kRuns)));
+      buf.runs.clear();
+      committed[kRuns] = true;
+      last_mark_[kRuns] = buf.wal_seq[kRuns];
+      if (auto hook = flush_hook.load()) hook("runs");
+    }
+    if (!buf.params.empty()) {
+      tables_[kParams]->Append(ParamsStream(buf.params, mark(kParams)));
+      buf.params.clear();
+      committed[kParams] = true;
+      last_mark_[kParams] = buf.wal_seq[kParams];
+      if (auto hook = flush_hook.load()) hook("params");
+    }
+    if (!buf.series.empty()) {
+      tables_[kSeries]->Append(SeriesStream(buf.series, mark(kSeries)));
+      buf.series.clear();
+      committed[kSeries] = true;
+      last_mark_[kSeries] = buf.wal_seq[kSeries];
+      if (auto hook = flush_hook.load()) hook("series");
+    }
+    if (!buf.points.empty()) {
+      tables_[kMetrics]->Append(MetricsStream(buf.points, mark(kMetrics)));
+      buf.points = PointBuffer();
+      committed[kMetrics] = true;
+      last_mark_[kMetrics] = buf.wal_seq[kMetrics];
+      if (auto hook = flush_hook.load()) hook("metrics");
+    }
+  } catch (...) {
+    // The uncommitted rows go back in front of anything written meanwhile;
+    // the sealed segments still hold them, so they stay until a flush
+    // commits everything.
+    std::lock_guard lock(write_mu_);
+    buf.runs.insert(buf.runs.end(), buffer_.runs.begin(), buffer_.runs.end());
+    buf.params.insert(buf.params.end(), buffer_.params.begin(), buffer_.params.end());
+    buf.series.insert(buf.series.end(), buffer_.series.begin(), buffer_.series.end());
+    buf.points.Append(std::move(buffer_.points));
+    for (int t = 0; t < kTableCount; ++t) {
+      buf.wal_seq[t] = std::max(buf.wal_seq[t], buffer_.wal_seq[t]);
+    }
+    buffer_ = std::move(buf);
+    throw;
+  }
+  if (wal_) {
+    try {
+      wal_->DeleteSealed(sealed);
+    } catch (const Error&) {
+      // Harmless: the mark rows make a replay skip these records, and the
+      // next flush deletes the segments.
+    }
+  }
+  for (int t = 0; t < kTableCount; ++t) {
+    if (committed[t]) MaybeCompact(t);
+  }
+}
+
+// Each flush adds a fragment per table it wrote. Past max_fragments, Lance's
+// compaction merges them (rows unchanged, so nothing is lost to a concurrent
+// append), and this writer's older mark rows are dropped: only its newest
+// one matters to a replay.
+void RepoImpl::MaybeCompact(int table) {
+  lance::Dataset& dataset = *tables_[table];
+  if (dataset.Fragments().size() <= options_.max_fragments) return;
+  try {
+    dataset.Compact(lance::CompactOptions{});
+    if (wal_ && last_mark_[table] != 0) {
+      std::string writer = wal_->writer_id();
+      std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);
+      uint64_t newest = last_mark_[table];
+      switch (table) {
+        case kRuns:
+        case kParams:
+          dataset.Delete("run_id = " + prefix + " AND seq < " + std::to_string(newest));
+          break;
+        case kSeries: {
+          char digits[24];
+          std::snprintf(digits, sizeof(digits), "%020" PRIu64, newest);
+          dataset.Delete("series_id = 0 AND run_id = " + prefix + " AND name < " +
+                         SqlString(digits));
+          break;
+        }
+        default:
+          dataset.Delete(
+              "series_id = 0 AND epoch IS NOT NULL AND step = " + SqlInt(StepFromWriterId(writer)) +
+              " AND epoch < " + SqlInt(static_cast<int64_t>(newest)));
+      }
+    }
+  } catch (const Error&) {
+    // A concurrent compaction won; the next flush tries again.
+  }
+}
+
+}  // namespace kv0::tracking

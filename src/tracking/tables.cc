@@ -1,0 +1,294 @@
+#include "tracking/tables.h"
+
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "tracking/schema.h"
+#include "util/clock.h"
+
+namespace kv0::tracking {
+namespace {
+
+void AppendOptional(arrow::Utf8Builder& b, const std::optional<std::string>& v) {
+  if (v) {
+    b.Append(*v);
+  } else {
+    b.AppendNull();
+  }
+}
+
+arrow::OwnedStream OneBatch(const arrow::Schema& schema, arrow::BatchBuilder& builder) {
+  std::vector<arrow::OwnedArray> batches(1);
+  builder.Finish(batches[0].get());
+  arrow::OwnedStream stream;
+  arrow::MakeStream(schema, std::move(batches), &stream);
+  return stream;
+}
+
+std::string MarkRunId(const Mark& mark) { return std::string(kWalMarkPrefix) + mark.writer_id; }
+
+}  // namespace
+
+void PointBuffer::Add(uint64_t series_id, int64_t step, std::optional<int64_t> epoch,
+                      int64_t timestamp_us, double value, uint64_t seq, bool dirty) {
+  series_ids.push_back(series_id);
+  steps.push_back(step);
+  epochs.push_back(epoch.value_or(0));
+  has_epoch.push_back(epoch.has_value());
+  timestamps_us.push_back(timestamp_us);
+  values.push_back(value);
+  StatsDelta& delta = deltas[series_id];
+  delta.Add(step, value, timestamp_us, seq);
+  if (dirty) delta.set_dirty();
+}
+
+void PointBuffer::Append(PointBuffer&& other) {
+  auto extend = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+  extend(series_ids, other.series_ids);
+  extend(steps, other.steps);
+  extend(epochs, other.epochs);
+  extend(has_epoch, other.has_epoch);
+  extend(timestamps_us, other.timestamps_us);
+  extend(values, other.values);
+  for (auto& [id, delta] : other.deltas) deltas[id].Merge(delta);
+  other = PointBuffer();
+}
+
+arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark) {
+  arrow::BatchBuilder b(RunsSchema());
+  auto add = [&](uint64_t seq, const RunInfo& r, std::optional<uint32_t> fields) {
+    b.uint64(0).Append(seq);
+    b.utf8(1).Append(r.run_id);
+    AppendOptional(b.utf8(2), r.name);
+    AppendOptional(b.utf8(3), r.experiment);
+    AppendOptional(b.utf8(4), r.description);
+    std::vector<std::string_view> tags(r.tags.begin(), r.tags.end());
+    b.list_utf8(5).Append(tags);
+    b.utf8(6).Append(r.status);
+    b.boolean(7).Append(r.archived);
+    b.timestamp(8).Append(r.created_at_us);
+    b.timestamp(9).Append(r.updated_at_us);
+    if (r.ended_at_us) {
+      b.timestamp(10).Append(*r.ended_at_us);
+    } else {
+      b.timestamp(10).AppendNull();
+    }
+    if (fields) {
+      b.uint32(11).Append(*fields);
+    } else {
+      b.uint32(11).AppendNull();
+    }
+    AppendOptional(b.utf8(12), r.kind);
+    if (r.target) {
+      b.utf8(13).Append(r.target->dump());
+    } else {
+      b.utf8(13).AppendNull();
+    }
+  };
+  for (const auto& row : rows) add(row.seq, row.record, row.fields);
+  if (mark) {
+    RunInfo info;
+    info.run_id = MarkRunId(*mark);
+    add(mark->seq, info, 0u);
+  }
+  return OneBatch(RunsSchema(), b);
+}
+
+arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
+                                const std::optional<Mark>& mark) {
+  arrow::BatchBuilder b(ParamsSchema());
+  for (const auto& change : rows) {
+    const ParamRow& p = change.row;
+    b.uint64(0).Append(change.seq);
+    b.utf8(1).Append(change.run_id);
+    b.utf8(2).Append(p.key);
+    b.utf8(3).Append(p.value_json);
+    if (p.num) {
+      b.float64(4).Append(*p.num);
+    } else {
+      b.float64(4).AppendNull();
+    }
+    AppendOptional(b.utf8(5), p.text);
+    if (p.flag) {
+      b.boolean(6).Append(*p.flag);
+    } else {
+      b.boolean(6).AppendNull();
+    }
+  }
+  if (mark) {
+    b.uint64(0).Append(mark->seq);
+    b.utf8(1).Append(MarkRunId(*mark));
+    b.utf8(2).Append("");
+    b.utf8(3).Append("null");
+    b.float64(4).AppendNull();
+    b.utf8(5).AppendNull();
+    b.boolean(6).AppendNull();
+  }
+  return OneBatch(ParamsSchema(), b);
+}
+
+arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
+                                const std::optional<Mark>& mark) {
+  arrow::BatchBuilder b(SeriesSchema());
+  for (const auto& s : rows) {
+    b.uint64(0).Append(s.series_id);
+    b.utf8(1).Append(s.run_id);
+    b.utf8(2).Append(s.name);
+    b.utf8(3).Append(s.context.dump());
+    b.timestamp(4).Append(s.created_at_us);
+  }
+  if (mark) {
+    char digits[24];
+    std::snprintf(digits, sizeof(digits), "%020" PRIu64, mark->seq);
+    b.uint64(0).Append(kReservedSeriesId);
+    b.utf8(1).Append(MarkRunId(*mark));
+    b.utf8(2).Append(digits);
+    b.utf8(3).Append("{}");
+    b.timestamp(4).Append(static_cast<int64_t>(mark->seq / 1000));
+  }
+  return OneBatch(SeriesSchema(), b);
+}
+
+arrow::OwnedStream MetricsStream(const PointBuffer& points, const std::optional<Mark>& mark) {
+  arrow::BatchBuilder b(MetricsSchema());
+  for (size_t i = 0; i < points.size(); ++i) {
+    b.uint64(0).Append(points.series_ids[i]);
+    b.int64(1).Append(points.steps[i]);
+    if (points.has_epoch[i]) {
+      b.int64(2).Append(points.epochs[i]);
+    } else {
+      b.int64(2).AppendNull();
+    }
+    b.timestamp(3).Append(points.timestamps_us[i]);
+    b.float64(4).Append(points.values[i]);
+    b.binary(5).AppendNull();
+  }
+  int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
+  for (const auto& [id, delta] : points.deltas) {
+    b.uint64(0).Append(kReservedSeriesId);
+    b.int64(1).Append(static_cast<int64_t>(id));
+    b.int64(2).AppendNull();
+    b.timestamp(3).Append(now_us);
+    b.float64(4).Append(0);
+    b.binary(5).Append(delta.Encode());
+  }
+  if (mark) {
+    b.uint64(0).Append(kReservedSeriesId);
+    b.int64(1).Append(StepFromWriterId(mark->writer_id));
+    b.int64(2).Append(static_cast<int64_t>(mark->seq));
+    b.timestamp(3).Append(now_us);
+    b.float64(4).Append(0);
+    b.binary(5).AppendNull();
+  }
+  return OneBatch(MetricsSchema(), b);
+}
+
+bool IsMarkRunId(std::string_view run_id) { return run_id.starts_with(kWalMarkPrefix); }
+
+void DecodeRunRows(const arrow::Batch& batch, std::vector<RunRow>* out) {
+  arrow::UInt64Column seq(batch, "seq");
+  arrow::Utf8Column run_id(batch, "run_id"), name(batch, "name"), experiment(batch, "experiment"),
+      description(batch, "description"), status(batch, "status");
+  arrow::ListUtf8Column tags(batch, "tags");
+  arrow::BoolColumn archived(batch, "archived");
+  arrow::TimestampColumn created(batch, "created_at"), updated(batch, "updated_at"),
+      ended(batch, "ended_at");
+  int fields_index = batch.FindColumn("fields");
+  int kind_index = batch.FindColumn("kind");
+  int target_index = batch.FindColumn("target");
+  std::optional<arrow::UInt32Column> fields;
+  std::optional<arrow::Utf8Column> kind, target;
+  if (fields_index >= 0) fields.emplace(batch, fields_index);
+  if (kind_index >= 0) kind.emplace(batch, kind_index);
+  if (target_index >= 0) target.emplace(batch, target_index);
+  auto text = [](const arrow::Utf8Column& c, int64_t i) -> std::optional<std::string> {
+    if (c.is_null(i)) return std::nullopt;
+    return std::string(c.value(i));
+  };
+  for (int64_t i = 0; i < batch.num_rows(); ++i) {
+    if (IsMarkRunId(run_id.value(i))) continue;
+    RunRow row;
+    row.seq = seq.value(i);
+    RunInfo& r = row.record;
+    r.run_id = std::string(run_id.value(i));
+    r.name = text(name, i);
+    r.experiment = text(experiment, i);
+    r.description = text(description, i);
+    for (auto tag : tags.value(i)) r.tags.emplace_back(tag);
+    r.status = std::string(status.value(i));
+    r.archived = archived.value(i);
+    r.created_at_us = created.value(i);
+    r.updated_at_us = updated.value(i);
+    if (!ended.is_null(i)) r.ended_at_us = ended.value(i);
+    if (fields && !fields->is_null(i)) row.fields = fields->value(i);
+    if (kind) r.kind = text(*kind, i);
+    if (target && !target->is_null(i)) {
+      // A target that is not JSON (written by another tool) is kept as text.
+      auto parsed = nlohmann::json::parse(target->value(i), nullptr, false);
+      r.target = parsed.is_discarded() ? nlohmann::json(std::string(target->value(i))) : parsed;
+    }
+    out->push_back(std::move(row));
+  }
+}
+
+SeriesInfo DecodeSeries(const arrow::Batch& batch, int64_t row) {
+  SeriesInfo s;
+  s.series_id = arrow::UInt64Column(batch, "series_id").value(row);
+  s.run_id = std::string(arrow::Utf8Column(batch, "run_id").value(row));
+  s.name = std::string(arrow::Utf8Column(batch, "name").value(row));
+  auto context = arrow::Utf8Column(batch, "context").value(row);
+  s.context = nlohmann::json::parse(context, nullptr, false);
+  if (s.context.is_discarded()) s.context = nlohmann::json::object();
+  s.created_at_us = arrow::TimestampColumn(batch, "created_at").value(row);
+  return s;
+}
+
+std::string WriterIdFromStep(int64_t step) {
+  char text[20];
+  std::snprintf(text, sizeof(text), "%016" PRIx64, static_cast<uint64_t>(step));
+  return text;
+}
+
+int64_t StepFromWriterId(std::string_view writer_id) {
+  return static_cast<int64_t>(std::stoull(std::string(writer_id), nullptr, 16));
+}
+
+std::string SqlString(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  out += '\'';
+  return out;
+}
+
+std::string SqlInt(int64_t value) {
+  if (value == INT64_MIN) return "(-9223372036854775807 - 1)";
+  return std::to_string(value);
+}
+
+std::string SqlTimestamp(int64_t micros) {
+  return "arrow_cast(" + SqlInt(micros) + ", 'Timestamp(Microsecond, Some(\"UTC\"))')";
+}
+
+std::string SqlIn(std::string_view column, const std::vector<uint64_t>& values) {
+  std::string out = std::string(column) + " IN (";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(values[i]);
+  }
+  return out + ")";
+}
+
+std::string SqlInSigned(std::string_view column, const std::vector<int64_t>& values) {
+  std::string out = std::string(column) + " IN (";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i) out += ", ";
+    out += SqlInt(values[i]);
+  }
+  return out + ")";
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,95 @@
+// Rows of the four tracking tables: building them as Arrow streams for an
+// append, and decoding them from scanned batches. Also the reserved rows
+// (statistics deltas and WAL marks) and SQL filter literals.
+//
+// Reserved rows, as stored:
+//   runs    a mark: seq = highest committed seq, run_id = kWalMarkPrefix +
+//           writer id, fields = 0, every other column its default.
+//   params  a mark: seq, run_id as in runs, key "", value "null".
+//   series  a mark: series_id 0, run_id as in runs, name = the seq as 20
+//           decimal digits (so names compare like numbers), context "{}".
+//   metrics series_id 0 for every reserved row. A statistics delta has
+//           step = the series id (as int64 bits), epoch null and stats = the
+//           encoded StatsDelta; value is 1 for the exact delta optimize
+//           writes, 0 for a flush's. A mark has step = the writer id (16 hex
+//           digits, as int64 bits), epoch = the seq and stats null.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv0/tracking.h"
+#include "lance/arrow.h"
+#include "tracking/params.h"
+#include "tracking/run_record.h"
+#include "tracking/series_stats.h"
+
+namespace kv0::tracking {
+
+// A parameter leaf waiting to be written.
+struct ParamChange {
+  uint64_t seq = 0;
+  std::string run_id;
+  ParamRow row;
+};
+
+// Points waiting to be written, column by column, with one statistics delta
+// per series they touch.
+struct PointBuffer {
+  std::vector<uint64_t> series_ids;
+  std::vector<int64_t> steps;
+  std::vector<int64_t> epochs;
+  std::vector<uint8_t> has_epoch;
+  std::vector<int64_t> timestamps_us;
+  std::vector<double> values;
+  std::unordered_map<uint64_t, StatsDelta> deltas;
+
+  size_t size() const { return steps.size(); }  // points
+  // No points and no delta (a delta without points marks a series dirty).
+  bool empty() const { return steps.empty() && deltas.empty(); }
+  void Add(uint64_t series_id, int64_t step, std::optional<int64_t> epoch, int64_t timestamp_us,
+           double value, uint64_t seq, bool dirty);
+  // Appends other's points and merges its deltas.
+  void Append(PointBuffer&& other);
+};
+
+// A WAL writer's mark: the highest seq of its records a table has committed.
+struct Mark {
+  std::string writer_id;
+  uint64_t seq = 0;
+};
+
+// Streams for one append each; `mark` adds the mark row.
+arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark);
+arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
+                                const std::optional<Mark>& mark);
+arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
+                                const std::optional<Mark>& mark);
+// Points, then one delta row per entry of points.deltas, then the mark.
+arrow::OwnedStream MetricsStream(const PointBuffer& points, const std::optional<Mark>& mark);
+
+// Decoding scanned batches (any projection holding the named columns).
+bool IsMarkRunId(std::string_view run_id);
+// The runs rows of a batch (marks skipped). Columns fields, kind, target may
+// be absent (an old table): fields then reads as nullopt.
+void DecodeRunRows(const arrow::Batch& batch, std::vector<RunRow>* out);
+SeriesInfo DecodeSeries(const arrow::Batch& batch, int64_t row);
+
+// The writer id a mark row in metrics names, from its step.
+std::string WriterIdFromStep(int64_t step);
+int64_t StepFromWriterId(std::string_view writer_id);
+
+// SQL literals for Lance filters.
+std::string SqlString(std::string_view text);  // 'text' with quotes doubled
+std::string SqlInt(int64_t value);             // spells INT64_MIN so the parser takes it
+std::string SqlTimestamp(int64_t micros);      // a timestamp[us, UTC] value
+// "column IN (a, b, ...)" over uint64 or int64 values.
+std::string SqlIn(std::string_view column, const std::vector<uint64_t>& values);
+std::string SqlInSigned(std::string_view column, const std::vector<int64_t>& values);
+
+}  // namespace kv0::tracking
