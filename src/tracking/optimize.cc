@@ -199,7 +199,7 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
     }
   }
   std::vector<uint64_t> rewrite = full ? Ids(fragments) : unsorted;
-  stats->full_rewrite = full;
+  stats->full_rewrite = rewrite.size() == fragments.size();
 
   // Series a live run names; points of any other series are dropped. The
   // series table is read after the fragments were listed, and a flush

@@ -46,6 +46,10 @@ struct SeriesState {
   uint64_t id = 0;
   bool has_last = false;
   int64_t last_step = 0;  // greatest step tracked or loaded, if has_last
+  // The series' delta in the write buffer, valid while delta_generation
+  // equals the buffer's generation (a flush takes the buffer away).
+  StatsDelta* delta = nullptr;
+  uint64_t delta_generation = 0;
 };
 
 // Everything written and not yet committed.
@@ -54,6 +58,8 @@ struct WriteBuffer {
   std::vector<ParamChange> params;
   std::vector<SeriesInfo> series;
   PointBuffer points;
+  // Changes whenever points.deltas may have moved (see SeriesState::delta).
+  uint64_t generation = 1;
   // Per table, the highest seq of its WAL records in this buffer: the seq of
   // the mark the table's commit writes.
   uint64_t wal_seq[kTableCount] = {0, 0, 0, 0};
@@ -66,8 +72,13 @@ struct WriteBuffer {
 struct kv0::tracking::Run::State {
   std::string run_id;
   // Series of this run by name and context (name, then "\0" and the context
-  // JSON when it is not empty); values point into RepoImpl::series_.
-  std::unordered_map<std::string, SeriesState*> series;
+  // JSON when it is not empty); values point into RepoImpl::series_. Looked
+  // up by string_view, so tracking a known series allocates nothing.
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view key) const { return std::hash<std::string_view>()(key); }
+  };
+  std::unordered_map<std::string, SeriesState*, Hash, std::equal_to<>> series;
 };
 
 namespace kv0::tracking {
@@ -81,6 +92,7 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // repo_open.cc
   static std::shared_ptr<RepoImpl> Open(const std::string& uri, const RepoOptions& options);
   void OpenTables();
+  void DeltasForOldPoints();
   void ReplayAbandonedWals();
   // Each WAL writer's newest mark in the table (or in some of its fragments).
   std::map<std::string, Mark> ReadMarks(

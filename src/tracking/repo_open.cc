@@ -104,6 +104,7 @@ void RepoImpl::OpenTables() {
     if (missing.empty()) continue;
     try {
       tables_[table]->AddNullColumns(missing);
+      if (table == kMetrics) DeltasForOldPoints();
     } catch (const Error&) {
       tables_[table]->CheckoutLatest();
       auto now = ColumnNames(*tables_[table]);
@@ -112,6 +113,31 @@ void RepoImpl::OpenTables() {
       }
     }
   }
+}
+
+// Points written before the stats column existed have no statistics rows.
+// One pass over them gives each series a delta with the right step bounds and
+// last point, marked dirty so that reads count its points exactly; the next
+// optimize replaces it with an exact one.
+void RepoImpl::DeltasForOldPoints() {
+  lance::ScanOptions scan;
+  scan.columns = {"series_id", "step", "timestamp", "value"};
+  scan.filter = "series_id <> 0";
+  scan.with_row_address = true;
+  PointBuffer deltas;
+  auto reader = tables_[kMetrics]->Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
+    arrow::Int64Column step(*batch, "step");
+    arrow::TimestampColumn timestamp(*batch, "timestamp");
+    arrow::Float64Column value(*batch, "value");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      StatsDelta& delta = deltas.deltas[id.value(i)];
+      delta.Add(step.value(i), value.value(i), timestamp.value(i), address.value(i));
+      delta.set_dirty();
+    }
+  }
+  if (!deltas.deltas.empty()) tables_[kMetrics]->Append(MetricsStream(deltas, std::nullopt));
 }
 
 std::map<std::string, Mark> RepoImpl::ReadMarks(

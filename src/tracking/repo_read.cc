@@ -347,6 +347,7 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
   };
   arrow::OwnedStream stream;
   arrow::MakeStream(PointsSchema(), std::move(next), &stream);
+  if (out->release != nullptr) out->release(out);
   *out = stream.release();
 }
 

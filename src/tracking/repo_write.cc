@@ -198,8 +198,12 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
   {
     std::lock_guard lock(write_mu_);
     CheckOpen();
-    std::string key(name);
-    if (!opts.context.empty()) key += '\0' + opts.context.dump();
+    std::string context_key;
+    std::string_view key = name;
+    if (!opts.context.empty()) {
+      context_key = std::string(name) + '\0' + opts.context.dump();
+      key = context_key;
+    }
     auto found = run.series.find(key);
     SeriesState* series;
     if (found != run.series.end()) {
@@ -216,7 +220,7 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
         buffer_.wal_seq[kSeries] = std::max(buffer_.wal_seq[kSeries], seq);
         buffer_.series.push_back(std::move(info));
       }
-      run.series.emplace(std::move(key), series);
+      run.series.emplace(std::string(key), series);
     }
 
     int64_t step = opts.step.value_or(series->has_last ? series->last_step + 1 : 0);
@@ -225,8 +229,10 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
     bool dirty = series->has_last && step <= series->last_step;
     series->last_step = series->has_last ? std::max(series->last_step, step) : step;
     series->has_last = true;
-    int64_t timestamp = opts.timestamp_us.value_or(NowMicros());
+    // One clock read serves both: a seq is the wall clock in nanoseconds,
+    // bumped past anything seen.
     uint64_t seq = clock_.Next();
+    int64_t timestamp = opts.timestamp_us.value_or(static_cast<int64_t>(seq / 1000));
     if (wal_) {
       if (staged_.empty()) {
         staged_.Start(seq);
@@ -237,7 +243,11 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
         WriteStagedPointsLocked();
       }
     }
-    buffer_.points.Add(series->id, step, opts.epoch, timestamp, value, seq, dirty);
+    if (series->delta_generation != buffer_.generation) {
+      series->delta = &buffer_.points.deltas[series->id];
+      series->delta_generation = buffer_.generation;
+    }
+    buffer_.points.Add(series->id, step, opts.epoch, timestamp, value, seq, dirty, series->delta);
     buffered = buffer_.points.size();
   }
   if (buffered >= 2 * options_.flush_rows) {
@@ -295,6 +305,7 @@ void RepoImpl::FlushLocked() {
     if (buffer_.empty()) return;
     WriteStagedPointsLocked();
     std::swap(buf, buffer_);
+    buffer_.generation = buf.generation + 1;
     // Sealing under the lock that took the rows makes the sealed segments
     // hold exactly what this flush commits.
     if (wal_) sealed = wal_->Seal();
@@ -349,7 +360,9 @@ void RepoImpl::FlushLocked() {
     for (int t = 0; t < kTableCount; ++t) {
       buf.wal_seq[t] = std::max(buf.wal_seq[t], buffer_.wal_seq[t]);
     }
+    uint64_t generation = buffer_.generation + 1;
     buffer_ = std::move(buf);
+    buffer_.generation = generation;
     throw;
   }
   if (wal_) {

@@ -31,16 +31,17 @@ std::string MarkRunId(const Mark& mark) { return std::string(kWalMarkPrefix) + m
 }  // namespace
 
 void PointBuffer::Add(uint64_t series_id, int64_t step, std::optional<int64_t> epoch,
-                      int64_t timestamp_us, double value, uint64_t seq, bool dirty) {
+                      int64_t timestamp_us, double value, uint64_t seq, bool dirty,
+                      StatsDelta* delta) {
   series_ids.push_back(series_id);
   steps.push_back(step);
   epochs.push_back(epoch.value_or(0));
   has_epoch.push_back(epoch.has_value());
   timestamps_us.push_back(timestamp_us);
   values.push_back(value);
-  StatsDelta& delta = deltas[series_id];
-  delta.Add(step, value, timestamp_us, seq);
-  if (dirty) delta.set_dirty();
+  if (delta == nullptr) delta = &deltas[series_id];
+  delta->Add(step, value, timestamp_us, seq);
+  if (dirty) delta->set_dirty();
 }
 
 void PointBuffer::Append(PointBuffer&& other) {

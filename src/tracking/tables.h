@@ -52,8 +52,9 @@ struct PointBuffer {
   size_t size() const { return steps.size(); }  // points
   // No points and no delta (a delta without points marks a series dirty).
   bool empty() const { return steps.empty() && deltas.empty(); }
+  // Adds a point; `delta` is the series' entry of deltas, if the caller has it.
   void Add(uint64_t series_id, int64_t step, std::optional<int64_t> epoch, int64_t timestamp_us,
-           double value, uint64_t seq, bool dirty);
+           double value, uint64_t seq, bool dirty, StatsDelta* delta = nullptr);
   // Appends other's points and merges its deltas.
   void Append(PointBuffer&& other);
 };

@@ -1,0 +1,1361 @@
+// kv0::tracking::Repo on local directories: runs, parameters and series
+// written and read back, several handles on one repository, optimize, Arrow
+// streams, tables from before the late columns, and a crash between two
+// commits of a flush. Expected values are computed here from the points the
+// test wrote, never taken from the library.
+
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "kv0/error.h"
+#include "kv0/tracking.h"
+#include "lance/arrow.h"
+#include "lance/dataset.h"
+#include "test_util.h"
+#include "tracking/schema.h"
+
+extern char** environ;
+
+namespace kv0::tracking {
+
+// Readable failure messages. They live in kv0::tracking so that gtest finds
+// them by argument-dependent lookup.
+static void PrintTo(const RunInfo& run, std::ostream* os) { *os << nlohmann::json(run).dump(); }
+static void PrintTo(const SeriesStats& stats, std::ostream* os) {
+  *os << "{count " << stats.count << ", steps " << stats.first_step << ".." << stats.last_step
+      << ", last " << stats.last << ", min " << stats.min << " @" << stats.min_step << ", max "
+      << stats.max << " @" << stats.max_step << ", non_finite " << stats.non_finite
+      << ", last_timestamp_us " << stats.last_timestamp_us << "}";
+}
+static void PrintTo(const MetricData& data, std::ostream* os) {
+  *os << "{" << data.size() << " points:";
+  for (size_t i = 0; i < data.size(); ++i) {
+    *os << " (" << data.steps[i] << ", "
+        << (data.epochs[i] ? std::to_string(*data.epochs[i]) : "null") << ", "
+        << data.timestamps_us[i] << ", " << data.values[i] << ")";
+  }
+  *os << "}";
+}
+static void PrintTo(const SeriesInfo& s, std::ostream* os) {
+  *os << "{" << s.series_id << ", " << s.run_id << ", " << s.name << ", " << s.context.dump()
+      << ", " << s.created_at_us << "}";
+}
+static void PrintTo(const TableVersions& v, std::ostream* os) {
+  *os << "{runs " << v.runs << ", params " << v.params << ", series " << v.series << ", metrics "
+      << v.metrics << "}";
+}
+
+namespace {
+
+using nlohmann::json;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Passes if f throws kv0::Error with `code`.
+template <typename F>
+::testing::AssertionResult Throws(Code code, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.code() == code) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "threw " << CodeName(e.code()) << " instead of "
+                                         << CodeName(code) << ": " << e.what();
+  } catch (const std::exception& e) {
+    return ::testing::AssertionFailure() << "threw a non-kv0 exception: " << e.what();
+  }
+  return ::testing::AssertionFailure() << "did not throw " << CodeName(code);
+}
+
+// ---------------------------------------------------------------------------
+// A model of one series: the points in the order they were written.
+
+struct Pt {
+  int64_t step = 0;
+  double value = 0;
+  int64_t ts = 0;
+  std::optional<int64_t> epoch;
+};
+
+// What reads see: at each step, the last point written.
+std::map<int64_t, Pt> Latest(const std::vector<Pt>& written) {
+  std::map<int64_t, Pt> out;
+  for (const Pt& p : written) out[p.step] = p;
+  return out;
+}
+
+MetricData ToData(const std::vector<Pt>& written, StepRange range = {}) {
+  MetricData d;
+  for (const auto& [step, p] : Latest(written)) {
+    if (step < range.start || step >= range.stop) continue;
+    d.steps.push_back(step);
+    d.epochs.push_back(p.epoch);
+    d.timestamps_us.push_back(p.ts);
+    d.values.push_back(p.value);
+  }
+  return d;
+}
+
+// The statistics of what reads see, computed directly from the definition in
+// tracking.h (ties of min and max never arise in these tests). Timestamps
+// grow with the order of writing in every test, so the newest timestamp of
+// any point is that of a surviving point.
+SeriesStats Expected(const std::vector<Pt>& written) {
+  std::map<int64_t, Pt> latest = Latest(written);
+  SeriesStats s;
+  s.count = latest.size();
+  s.first_step = latest.begin()->first;
+  s.last_step = latest.rbegin()->first;
+  s.last = latest.rbegin()->second.value;
+  bool any_finite = false;
+  s.last_timestamp_us = std::numeric_limits<int64_t>::min();
+  for (const auto& [step, p] : latest) {
+    s.last_timestamp_us = std::max(s.last_timestamp_us, p.ts);
+    if (!std::isfinite(p.value)) {
+      ++s.non_finite;
+      continue;
+    }
+    if (!any_finite || p.value < s.min) s.min = p.value, s.min_step = step;
+    if (!any_finite || p.value > s.max) s.max = p.value, s.max_step = step;
+    any_finite = true;
+  }
+  if (!any_finite) s.min = s.max = kNaN;
+  return s;
+}
+
+// MetricData equality that takes NaN for equal to NaN.
+bool SameValue(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
+::testing::AssertionResult Same(const MetricData& got, const MetricData& want) {
+  bool same = got.steps == want.steps && got.epochs == want.epochs &&
+              got.timestamps_us == want.timestamps_us && got.values.size() == want.values.size();
+  for (size_t i = 0; same && i < got.values.size(); ++i) {
+    same = SameValue(got.values[i], want.values[i]);
+  }
+  if (same) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
+         << "got " << ::testing::PrintToString(got) << "\nwant " << ::testing::PrintToString(want);
+}
+
+void Write(Run& run, const std::string& name, const std::vector<Pt>& points,
+           const json& context = json::object()) {
+  for (const Pt& p : points) {
+    TrackOptions o;
+    o.step = p.step;
+    o.epoch = p.epoch;
+    o.timestamp_us = p.ts;
+    o.context = context;
+    run.Track(p.value, name, o);
+  }
+}
+
+std::vector<Pt> Concat(std::vector<Pt> a, const std::vector<Pt>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<uint64_t> Ids(std::initializer_list<uint64_t> ids) { return ids; }
+
+// ---------------------------------------------------------------------------
+// Raw access to the tables, with kv0::lance::Dataset.
+
+lance::Dataset Table(const std::string& repo, std::string_view table) {
+  return lance::Dataset::Open(repo + "/" + std::string(table), {});
+}
+
+struct RawRunRow {
+  uint64_t seq = 0;
+  std::string run_id;
+  std::optional<uint32_t> fields;
+};
+
+std::vector<RawRunRow> RawRuns(const std::string& repo) {
+  lance::ScanOptions options;
+  options.columns = {"seq", "run_id", "fields"};
+  arrow::StreamReader reader = Table(repo, kRunsTable).Scan(options);
+  std::vector<RawRunRow> rows;
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column seq(*batch, "seq");
+    arrow::Utf8Column run_id(*batch, "run_id");
+    arrow::UInt32Column fields(*batch, "fields");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      RawRunRow row{seq.value(i), std::string(run_id.value(i)), std::nullopt};
+      if (!fields.is_null(i)) row.fields = fields.value(i);
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
+std::vector<RawRunRow> RawRunsOf(const std::string& repo, const std::string& run_id) {
+  std::vector<RawRunRow> out;
+  for (RawRunRow& r : RawRuns(repo)) {
+    if (r.run_id == run_id) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The values of a utf8 column of a table, in scan order.
+std::vector<std::string> RawStrings(const std::string& repo, std::string_view table,
+                                    const std::string& column) {
+  lance::ScanOptions options;
+  options.columns = {column};
+  arrow::StreamReader reader = Table(repo, table).Scan(options);
+  std::vector<std::string> out;
+  while (auto batch = reader.Next()) {
+    arrow::Utf8Column values(*batch, column);
+    for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(values.value(i));
+  }
+  return out;
+}
+
+// The steps of the metrics rows of one series (statistics rows excluded).
+std::vector<int64_t> RawSteps(const std::string& repo, uint64_t series_id) {
+  lance::ScanOptions options;
+  options.columns = {"series_id", "step"};
+  arrow::StreamReader reader = Table(repo, kMetricsTable).Scan(options);
+  std::vector<int64_t> out;
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column ids(*batch, "series_id");
+    arrow::Int64Column steps(*batch, "step");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (ids.value(i) == series_id) out.push_back(steps.value(i));
+    }
+  }
+  return out;
+}
+
+size_t CountEqual(const std::vector<std::string>& values, const std::string& wanted) {
+  return std::count(values.begin(), values.end(), wanted);
+}
+
+bool IsMark(std::string_view run_id) { return run_id.starts_with(kWalMarkPrefix); }
+
+// name -> (Arrow format, nullable) of a dataset's columns.
+std::map<std::string, std::pair<std::string, bool>> Columns(const lance::Dataset& ds) {
+  arrow::OwnedSchema schema = ds.Schema();
+  std::map<std::string, std::pair<std::string, bool>> out;
+  for (int64_t i = 0; i < schema->n_children; ++i) {
+    const ArrowSchema* child = schema->children[i];
+    out[child->name] = {child->format, (child->flags & ARROW_FLAG_NULLABLE) != 0};
+  }
+  return out;
+}
+
+std::string Format(arrow::Type type) {
+  switch (type) {
+    case arrow::Type::kUInt32:
+      return "I";
+    case arrow::Type::kUtf8:
+      return "u";
+    case arrow::Type::kBinary:
+      return "z";
+    default:
+      return "?";
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Arrow streams of points.
+
+struct StreamResult {
+  std::vector<uint64_t> order;  // series in the order the stream gave them
+  std::map<uint64_t, MetricData> data;
+  std::vector<std::pair<std::string, std::string>> columns;  // (name, format)
+};
+
+StreamResult ReadStream(arrow::OwnedStream stream) {
+  arrow::StreamReader reader(std::move(stream));
+  StreamResult out;
+  const ArrowSchema* schema = reader.schema()->get();
+  for (int64_t i = 0; i < schema->n_children; ++i) {
+    out.columns.emplace_back(schema->children[i]->name, schema->children[i]->format);
+  }
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column ids(*batch, "series_id");
+    arrow::Int64Column steps(*batch, "step");
+    arrow::Int64Column epochs(*batch, "epoch");
+    arrow::TimestampColumn timestamps(*batch, "timestamp");
+    arrow::Float64Column values(*batch, "value");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      uint64_t id = ids.value(i);
+      if (out.order.empty() || out.order.back() != id) out.order.push_back(id);
+      MetricData& d = out.data[id];
+      d.steps.push_back(steps.value(i));
+      d.epochs.push_back(epochs.is_null(i) ? std::nullopt
+                                           : std::optional<int64_t>(epochs.value(i)));
+      d.timestamps_us.push_back(timestamps.value(i));
+      d.values.push_back(values.value(i));
+    }
+  }
+  return out;
+}
+
+const std::vector<std::pair<std::string, std::string>> kStreamColumns = {
+    {"series_id", "L"}, {"step", "l"}, {"epoch", "l"}, {"timestamp", "tsu:UTC"}, {"value", "g"}};
+
+// ---------------------------------------------------------------------------
+
+class RepoTest : public ::testing::Test {
+ protected:
+  RepoOptions Opts() {
+    RepoOptions o;
+    o.wal_dir = dir_ / "wal";
+    o.flush_interval = std::chrono::hours(1);  // tests flush explicitly
+    return o;
+  }
+  std::string Uri() { return dir_ / "repo"; }
+  Repo Open() { return Repo::Open(Uri(), Opts()); }
+
+  testing::TempDir dir_;
+};
+
+// --- 1. A run written and read back, also from a second handle --------------
+
+TEST_F(RepoTest, WriteAndReadBackFromBothHandles) {
+  Repo writer = Open();
+  Repo reader = Open();
+
+  NewRun spec;
+  spec.run_id = "run-a";
+  spec.name = "alpha";
+  spec.experiment = "exp-1";
+  spec.description = "the first run";
+  spec.tags = {"baseline", "gpu"};
+  spec.kind = "training";
+  spec.target = json{{"dataset", "mnist"}, {"size", 3}};
+  spec.created_at_us = 1'700'000'000'000'000;
+  tracking::Run run = writer.CreateRun(spec);
+  EXPECT_EQ(run.run_id(), "run-a");
+
+  run.SetParams({{"optimizer", {{"lr", 0.1}, {"name", "adam"}}}, {"epochs", 10}});
+  run.SetParams({{"optimizer", {{"lr", 0.01}}}, {"seed", 7}});
+  const json params = {
+      {"optimizer", {{"lr", 0.01}, {"name", "adam"}}}, {"epochs", 10}, {"seed", 7}};
+
+  // loss: steps 0..19, step 3 written again later (the later write wins).
+  std::vector<Pt> loss;
+  for (int64_t i = 0; i < 20; ++i) {
+    loss.push_back(
+        {i, 10.0 - 0.37 * i, 1000 + i, i % 2 == 0 ? std::optional<int64_t>(i / 5) : std::nullopt});
+  }
+  loss.push_back({3, 42.5, 2000, 9});
+  Write(run, "loss", loss);
+  const json val_context = {{"subset", "val"}, {"fold", 2}};
+  std::vector<Pt> acc = {{0, 0.5, 3000}, {5, 0.75, 3001}, {10, 0.875, 3002}};
+  Write(run, "acc", acc, val_context);
+
+  const int64_t ended = 1'700'000'000'500'000;
+  run.FinishAt("finished", ended);  // flushes the writer
+
+  // Series ids, independently: xxh3 of run id, name and compact sorted context.
+  auto xxh = [](const std::string& run_id, const std::string& name, const json& context) {
+    std::string bytes = run_id + '\0' + name + '\0' + context.dump();
+    uint64_t h = XXH3_64bits(bytes.data(), bytes.size());
+    return h == 0 ? uint64_t{1} : h;
+  };
+  const uint64_t loss_id = SeriesId("run-a", "loss", json::object());
+  const uint64_t acc_id = SeriesId("run-a", "acc", val_context);
+  EXPECT_EQ(loss_id, xxh("run-a", "loss", json::object()));
+  EXPECT_EQ(acc_id, xxh("run-a", "acc", val_context));
+  EXPECT_NE(acc_id, SeriesId("run-a", "acc", json::object()));
+
+  RunInfo expected;
+  expected.run_id = "run-a";
+  expected.name = "alpha";
+  expected.experiment = "exp-1";
+  expected.description = "the first run";
+  expected.tags = {"baseline", "gpu"};
+  expected.status = "finished";
+  expected.created_at_us = spec.created_at_us.value();
+  expected.ended_at_us = ended;
+  expected.kind = "training";
+  expected.target = spec.target;
+
+  for (Repo* repo : {&writer, &reader}) {
+    SCOPED_TRACE(repo == &writer ? "writer" : "reader");
+    std::optional<RunInfo> got = repo->GetRun("run-a");
+    ASSERT_TRUE(got.has_value());
+    EXPECT_GT(got->updated_at_us, 0);
+    expected.updated_at_us = got->updated_at_us;
+    EXPECT_EQ(*got, expected);
+    EXPECT_EQ(repo->Runs(), std::vector<RunInfo>{expected});
+    EXPECT_EQ(repo->GetRun("no-such-run"), std::nullopt);
+
+    EXPECT_EQ(repo->Params("run-a"), params);
+    EXPECT_EQ(repo->Params("no-such-run"), json::object());
+    EXPECT_EQ(repo->AllParams(), (std::map<std::string, json>{{"run-a", params}}));
+
+    std::vector<SeriesInfo> series = repo->Series("run-a");
+    std::sort(series.begin(), series.end(),
+              [](const SeriesInfo& a, const SeriesInfo& b) { return a.name < b.name; });
+    ASSERT_EQ(series.size(), 2u);
+    EXPECT_EQ(series[0].series_id, acc_id);
+    EXPECT_EQ(series[0].run_id, "run-a");
+    EXPECT_EQ(series[0].name, "acc");
+    EXPECT_EQ(series[0].context, val_context);
+    EXPECT_GT(series[0].created_at_us, 0);
+    EXPECT_EQ(series[1].series_id, loss_id);
+    EXPECT_EQ(series[1].name, "loss");
+    EXPECT_EQ(series[1].context, json::object());
+    EXPECT_EQ(repo->AllSeries().size(), 2u);
+    EXPECT_TRUE(repo->Series("no-such-run").empty());
+
+    std::map<uint64_t, SeriesStats> stats = repo->GetSeriesStats(Ids({loss_id, acc_id, 12345}));
+    EXPECT_EQ(stats, (std::map<uint64_t, SeriesStats>{{loss_id, Expected(loss)},
+                                                      {acc_id, Expected(acc)}}));
+
+    std::map<uint64_t, MetricData> all = repo->ReadMany(Ids({loss_id, acc_id, 12345}));
+    EXPECT_EQ(all,
+              (std::map<uint64_t, MetricData>{{loss_id, ToData(loss)}, {acc_id, ToData(acc)}}));
+    ASSERT_TRUE(all.count(loss_id));
+    EXPECT_EQ(all[loss_id].size(), 20u);
+    EXPECT_EQ(all[loss_id].values[3], 42.5);
+
+    StepRange range{3, 10};
+    EXPECT_EQ(repo->ReadMany(Ids({loss_id, acc_id}), range),
+              (std::map<uint64_t, MetricData>{{loss_id, ToData(loss, range)},
+                                              {acc_id, ToData(acc, range)}}));
+    // A range holding no point of acc leaves it out.
+    EXPECT_EQ(repo->ReadMany(Ids({loss_id, acc_id}), {11, 15}),
+              (std::map<uint64_t, MetricData>{{loss_id, ToData(loss, {11, 15})}}));
+  }
+}
+
+TEST_F(RepoTest, RunsAreOrderedByCreationThenIdAndGetUuidIds) {
+  Repo repo = Open();
+  auto create = [&](std::optional<std::string> id, int64_t created) {
+    NewRun spec;
+    spec.run_id = std::move(id);
+    spec.created_at_us = created;
+    return repo.CreateRun(spec).run_id();
+  };
+  create("c", 300);
+  create("b", 100);
+  create("a", 300);
+  std::string generated = create(std::nullopt, 200);
+  std::string other = create(std::nullopt, 400);
+  EXPECT_EQ(generated.size(), 32u);
+  EXPECT_TRUE(std::all_of(generated.begin(), generated.end(), [](unsigned char c) {
+    return std::isxdigit(c);
+  })) << generated;
+  EXPECT_NE(generated, other);
+  std::vector<std::string> ids;
+  for (const RunInfo& r : repo.Runs()) ids.push_back(r.run_id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"b", generated, "a", "c", other}));
+  // Defaults of a run created with nothing but an id.
+  std::optional<RunInfo> b = repo.GetRun("b");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->status, "running");
+  EXPECT_FALSE(b->archived);
+  EXPECT_EQ(b->name, std::nullopt);
+  EXPECT_EQ(b->ended_at_us, std::nullopt);
+  EXPECT_EQ(b->created_at_us, 100);
+}
+
+// --- 2. Default steps and ResumeRun -----------------------------------------
+
+TEST_F(RepoTest, DefaultStepsContinueAfterTheLastAndAcrossResume) {
+  const json ctx = {{"split", "train"}};
+  const uint64_t loss = SeriesId("r", "loss", json::object());
+  const uint64_t loss_ctx = SeriesId("r", "loss", ctx);
+  {
+    Repo repo = Open();
+    NewRun spec;
+    spec.run_id = "r";
+    tracking::Run run = repo.CreateRun(spec);
+    TrackOptions at;
+    at.timestamp_us = 5;
+    run.Track(1.0, "loss", at);  // step 0
+    run.Track(2.0, "loss", at);  // step 1
+    at.step = 10;
+    run.Track(3.0, "loss", at);
+    at.step.reset();
+    run.Track(4.0, "loss", at);  // step 11
+    TrackOptions in_ctx;
+    in_ctx.context = ctx;
+    run.Track(9.0, "loss", in_ctx);  // another series: step 0
+    run.Track(8.0, "loss", in_ctx);  // step 1
+    repo.Flush();
+    std::map<uint64_t, MetricData> data = repo.ReadMany(Ids({loss, loss_ctx}));
+    ASSERT_EQ(data.size(), 2u);
+    EXPECT_EQ(data[loss].steps, (std::vector<int64_t>{0, 1, 10, 11}));
+    EXPECT_EQ(data[loss].values, (std::vector<double>{1, 2, 3, 4}));
+    EXPECT_EQ(data[loss_ctx].steps, (std::vector<int64_t>{0, 1}));
+    repo.Close();
+  }
+  Repo repo = Open();
+  tracking::Run resumed = repo.ResumeRun("r");
+  EXPECT_EQ(resumed.run_id(), "r");
+  resumed.Track(5.0, "loss");
+  TrackOptions in_ctx;
+  in_ctx.context = ctx;
+  resumed.Track(7.0, "loss", in_ctx);
+  resumed.Track(1.5, "fresh");  // a new series starts at 0
+  repo.Flush();
+  std::map<uint64_t, SeriesStats> stats = repo.GetSeriesStats(Ids({loss, loss_ctx}));
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[loss].last_step, 12);
+  EXPECT_EQ(stats[loss].count, 5u);
+  EXPECT_EQ(stats[loss].last, 5.0);
+  EXPECT_EQ(stats[loss_ctx].last_step, 2);
+  EXPECT_EQ(stats[loss_ctx].count, 3u);
+  std::map<uint64_t, MetricData> data =
+      repo.ReadMany(Ids({loss, SeriesId("r", "fresh", json::object())}));
+  EXPECT_EQ(data[loss].steps, (std::vector<int64_t>{0, 1, 10, 11, 12}));
+  EXPECT_EQ(data[SeriesId("r", "fresh", json::object())].steps, std::vector<int64_t>{0});
+
+  EXPECT_TRUE(Throws(Code::kNotFound, [&] { repo.ResumeRun("no-such-run"); }));
+  EXPECT_TRUE(Throws(Code::kNotFound, [&] { repo.UpdateRun("no-such-run", [](RunInfo&) {}); }));
+}
+
+// --- 3. Updates write only the fields they change ---------------------------
+
+TEST_F(RepoTest, UpdatesWriteOnlyTheChangedFields) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "u";
+  spec.name = "before";
+  spec.created_at_us = 1000;
+  tracking::Run run = repo.CreateRun(spec);
+  repo.Flush();
+
+  auto newest = [&] {
+    std::vector<RawRunRow> rows = RawRunsOf(Uri(), "u");
+    EXPECT_FALSE(rows.empty());
+    return *std::max_element(rows.begin(), rows.end(),
+                             [](const RawRunRow& a, const RawRunRow& b) { return a.seq < b.seq; });
+  };
+  // A creation row sets every field.
+  ASSERT_EQ(RawRunsOf(Uri(), "u").size(), 1u);
+  EXPECT_EQ(newest().fields, std::optional<uint32_t>(kAllRunFields));
+
+  RunInfo updated = repo.UpdateRun("u", [](RunInfo& r) {
+    r.name = "after";
+    r.tags = {"t1"};
+  });
+  EXPECT_EQ(updated.name, "after");
+  EXPECT_EQ(updated.tags, std::vector<std::string>{"t1"});
+  repo.Flush();
+  EXPECT_EQ(RawRunsOf(Uri(), "u").size(), 2u);
+  EXPECT_EQ(newest().fields, std::optional<uint32_t>(kFieldName | kFieldTags));
+  std::optional<RunInfo> got = repo.GetRun("u");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->name, "after");
+  EXPECT_EQ(got->tags, std::vector<std::string>{"t1"});
+  EXPECT_EQ(got->created_at_us, 1000);
+
+  RunInfo second = run.Update([](RunInfo& r) {
+    r.archived = true;
+    r.kind = "eval";
+    r.target = json{{"model", "m1"}};
+  });
+  EXPECT_TRUE(second.archived);
+  EXPECT_EQ(second.name, "after");  // the handle's update saw the repo's change
+  repo.Flush();
+  EXPECT_EQ(newest().fields, std::optional<uint32_t>(kFieldArchived | kFieldKind | kFieldTarget));
+
+  // Nothing changed: nothing is written.
+  size_t rows = RawRunsOf(Uri(), "u").size();
+  run.Update([](RunInfo& r) { r.name = "after"; });
+  repo.UpdateRun("u", [](RunInfo&) {});
+  repo.Flush();
+  EXPECT_EQ(RawRunsOf(Uri(), "u").size(), rows);
+
+  run.FinishAt("failed", 5000);
+  EXPECT_EQ(newest().fields, std::optional<uint32_t>(kFieldStatus | kFieldEndedAt));
+  got = repo.GetRun("u");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, "failed");
+  EXPECT_EQ(got->ended_at_us, 5000);
+  EXPECT_TRUE(got->archived);
+  EXPECT_EQ(got->kind, "eval");
+  EXPECT_EQ(got->target, (json{{"model", "m1"}}));
+  EXPECT_EQ(got->name, "after");
+}
+
+// --- 4. Two writers changing one run ----------------------------------------
+
+TEST_F(RepoTest, TwoWritersChangingDifferentFieldsNeverUndoEachOther) {
+  for (bool name_writer_first : {true, false}) {
+    SCOPED_TRACE(name_writer_first ? "name flushed first" : "status flushed first");
+    std::string id = name_writer_first ? "two-a" : "two-b";
+    Repo a = Open();
+    Repo b = Open();
+    NewRun spec;
+    spec.run_id = id;
+    spec.name = "original";
+    a.CreateRun(spec);
+    a.Flush();
+
+    tracking::Run b_run = b.ResumeRun(id);
+    a.UpdateRun(id, [](RunInfo& r) { r.name = "renamed"; });
+    b_run.Update([](RunInfo& r) { r.status = "aborted"; });
+    if (name_writer_first) {
+      a.Flush();
+      b.Flush();
+    } else {
+      b.Flush();
+      a.Flush();
+    }
+    Repo c = Open();
+    for (Repo* repo : {&a, &b, &c}) {
+      std::optional<RunInfo> got = repo->GetRun(id);
+      ASSERT_TRUE(got);
+      EXPECT_EQ(got->name, "renamed");
+      EXPECT_EQ(got->status, "aborted");
+    }
+
+    // A later change of the same field wins.
+    b.UpdateRun(id, [](RunInfo& r) { r.name = "by-b"; });
+    b.Flush();
+    a.UpdateRun(id, [](RunInfo& r) { r.name = "by-a"; });
+    a.Flush();
+    for (Repo* repo : {&a, &b, &c}) {
+      std::optional<RunInfo> got = repo->GetRun(id);
+      ASSERT_TRUE(got);
+      EXPECT_EQ(got->name, "by-a");
+      EXPECT_EQ(got->status, "aborted");
+    }
+  }
+}
+
+TEST_F(RepoTest, NewestChangeOfAFieldWinsEvenIfCommittedFirst) {
+  Repo a = Open();
+  Repo b = Open();
+  NewRun spec;
+  spec.run_id = "race";
+  a.CreateRun(spec);
+  a.Flush();
+  // a's change is older but committed last: the newer one (b's) still wins.
+  a.UpdateRun("race", [](RunInfo& r) { r.description = "older"; });
+  b.UpdateRun("race", [](RunInfo& r) { r.description = "newer"; });
+  b.Flush();
+  a.Flush();
+  Repo c = Open();
+  for (Repo* repo : {&a, &b, &c}) {
+    std::optional<RunInfo> got = repo->GetRun("race");
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->description, "newer");
+  }
+}
+
+// --- 5. Two writers tracking one series -------------------------------------
+
+TEST_F(RepoTest, TwoWritersOfOneSeriesBothCount) {
+  Repo a = Open();
+  Repo b = Open();
+  NewRun spec;
+  spec.run_id = "shared";
+  tracking::Run a_run = a.CreateRun(spec);
+  a.Flush();
+  tracking::Run b_run = b.ResumeRun("shared");
+  const json ctx = {{"a", 1}, {"b", "x"}};
+  std::vector<Pt> from_a, from_b;
+  for (int64_t i = 0; i < 10; ++i) from_a.push_back({i, 5.0 + i, 100 + i});
+  for (int64_t i = 10; i < 20; ++i) from_b.push_back({i, 20.0 - 3 * i, 200 + i});
+  from_a.push_back({25, 1000.0, 300});  // the maximum, from a
+  Write(a_run, "m", from_a, ctx);
+  Write(b_run, "m", from_b, ctx);
+  a.Flush();
+  b.Flush();
+  const uint64_t id = SeriesId("shared", "m", ctx);
+  const std::vector<Pt> all = Concat(from_a, from_b);
+  SeriesStats expected = Expected(all);
+  ASSERT_EQ(expected.count, 21u);
+  for (Repo* repo : {&a, &b}) {
+    std::map<uint64_t, SeriesStats> stats = repo->GetSeriesStats(Ids({id}));
+    ASSERT_EQ(stats.size(), 1u);
+    EXPECT_EQ(stats[id], expected);
+    EXPECT_EQ(repo->ReadMany(Ids({id})), (std::map<uint64_t, MetricData>{{id, ToData(all)}}));
+    EXPECT_EQ(repo->Series("shared").size(), 1u);
+  }
+}
+
+// --- 6. Time ranges with overwritten steps ----------------------------------
+
+TEST_F(RepoTest, TimeRangesChooseTheLatestPointOfEachStepFirst) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "t";
+  tracking::Run run = repo.CreateRun(spec);
+  std::vector<Pt> first = {{1, 1.0, 50}, {2, 2.0, 150}, {5, 5.0, 100}, {7, 7.0, 400}};
+  Write(run, "m", first);
+  repo.Flush();
+  std::vector<Pt> second = {{6, 6.0, 850}, {5, 55.0, 900}};
+  Write(run, "m", second);
+  repo.Flush();
+  const uint64_t id = SeriesId("t", "m", json::object());
+
+  auto data = [id](std::vector<std::tuple<int64_t, int64_t, double>> points) {
+    MetricData d;
+    for (auto [step, ts, value] : points) {
+      d.steps.push_back(step);
+      d.epochs.push_back(std::nullopt);
+      d.timestamps_us.push_back(ts);
+      d.values.push_back(value);
+    }
+    return std::map<uint64_t, MetricData>{{id, d}};
+  };
+  auto early = data({{1, 50, 1.0}, {2, 150, 2.0}, {7, 400, 7.0}});
+  auto late = data({{5, 900, 55.0}, {6, 850, 6.0}});
+  EXPECT_EQ(repo.ReadManyIn(Ids({id}), {0, 500}), early);
+  EXPECT_EQ(repo.ReadManyIn(Ids({id}), {800, 1000}), late);
+  EXPECT_EQ(repo.ReadManyIn(Ids({id}), {100, 101}), (std::map<uint64_t, MetricData>{}));
+  EXPECT_EQ(repo.ReadManyIn(Ids({id}), {900, 901}), data({{5, 900, 55.0}}));
+
+  arrow::OwnedStream stream;
+  repo.ReadManyInStream(Ids({id}), {800, 1000}, stream.get());
+  EXPECT_EQ(ReadStream(std::move(stream)).data, late);
+}
+
+// --- 7. Optimize --------------------------------------------------------------
+
+TEST_F(RepoTest, OptimizeKeepsReadsFoldsRunsAndIsIdempotent) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "opt";
+  spec.name = "optimized";
+  tracking::Run run = repo.CreateRun(spec);
+  run.SetParams({{"lr", 0.1}, {"layers", {1, 2}}});
+
+  std::vector<Pt> points;
+  for (int64_t i = 0; i < 50; ++i) points.push_back({i, 100.0 - 0.5 * i, 1000 + i});
+  points[30].value = kNaN;
+  points[31].value = kInf;
+  Write(run, "loss", points);
+  repo.Flush();
+  std::vector<Pt> more;
+  for (int64_t i = 50; i < 100; ++i) more.push_back({i, 0.25 * i, 1000 + i});
+  Write(run, "loss", more);
+  repo.Flush();
+  // Out of order, and overwrites of the maximum (step 0) and of step 20.
+  std::vector<Pt> late = {{200, 7.0, 2000}, {150, -3.0, 2001}, {0, 1.0, 2002}, {20, -50.0, 2003}};
+  Write(run, "loss", late);
+  repo.Flush();
+  points = Concat(Concat(points, more), late);
+  const uint64_t loss = SeriesId("opt", "loss", json::object());
+  const SeriesStats expected = Expected(points);
+  ASSERT_EQ(expected.count, 102u);
+  ASSERT_EQ(expected.max, 99.5);
+  ASSERT_EQ(expected.non_finite, 2u);
+
+  // A run with many updates, to fold.
+  NewRun folded_spec;
+  folded_spec.run_id = "folded";
+  folded_spec.tags = {"x"};
+  repo.CreateRun(folded_spec);
+  repo.Flush();
+  for (int i = 0; i < 10; ++i) {
+    repo.UpdateRun("folded", [i](RunInfo& r) { r.description = "d" + std::to_string(i); });
+    repo.Flush();
+  }
+  ASSERT_EQ(RawRunsOf(Uri(), "folded").size(), 11u);
+
+  EXPECT_EQ(repo.GetSeriesStats(Ids({loss}))[loss], expected);
+  EXPECT_TRUE(Same(repo.ReadMany(Ids({loss}))[loss], ToData(points)));
+  const std::vector<RunInfo> runs = repo.Runs();
+  const json params = repo.Params("opt");
+  const std::vector<SeriesInfo> series = repo.Series("opt");
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_EQ(series.size(), 1u);
+  size_t raw_runs_before = RawRuns(Uri()).size();
+
+  OptimizeStats first = repo.Optimize();
+  EXPECT_EQ(first.run_rows_before, raw_runs_before);
+  EXPECT_EQ(first.run_rows_after, RawRuns(Uri()).size());
+  EXPECT_LT(first.run_rows_after, first.run_rows_before);
+  // The creation row (every field) and the last description change.
+  EXPECT_EQ(RawRunsOf(Uri(), "folded").size(), 2u);
+  EXPECT_TRUE(first.full_rewrite);
+  EXPECT_EQ(first.points_rewritten, 102u);
+  // Overwritten points are gone from storage.
+  EXPECT_EQ(RawSteps(Uri(), loss).size(), 102u);
+
+  auto check_reads = [&](const char* when) {
+    SCOPED_TRACE(when);
+    EXPECT_EQ(repo.GetSeriesStats(Ids({loss}))[loss], expected);
+    EXPECT_TRUE(Same(repo.ReadMany(Ids({loss}))[loss], ToData(points)));
+    EXPECT_TRUE(Same(repo.ReadMany(Ids({loss}), {10, 31})[loss], ToData(points, {10, 31})));
+    EXPECT_EQ(repo.Runs(), runs);
+    EXPECT_EQ(repo.Params("opt"), params);
+    EXPECT_EQ(repo.Series("opt"), series);
+  };
+  check_reads("after the first optimize");
+  {
+    Repo other = Open();
+    EXPECT_EQ(other.GetSeriesStats(Ids({loss}))[loss], expected);
+    EXPECT_EQ(other.Runs(), runs);
+  }
+
+  lance::Dataset metrics = Table(Uri(), kMetricsTable);
+  std::map<std::string, std::string> indices = metrics.Indices();
+  EXPECT_TRUE(std::any_of(indices.begin(), indices.end(), [](const auto& index) {
+    return index.second == "series_id";
+  })) << "no index on metrics.series_id";
+
+  // Nothing new: nothing to do, nothing changes.
+  TableVersions versions = repo.LatestVersions();
+  OptimizeStats second = repo.Optimize();
+  EXPECT_EQ(second.points_rewritten, 0u);
+  EXPECT_FALSE(second.full_rewrite);
+  EXPECT_EQ(second.run_rows_after, second.run_rows_before);
+  EXPECT_EQ(repo.LatestVersions(), versions);
+  check_reads("after the second optimize");
+
+  // Rows another handle appends between two optimizes are kept; new points
+  // after every sorted step rewrite only their fragment.
+  std::vector<Pt> appended;
+  for (int64_t i = 300; i < 310; ++i) appended.push_back({i, 0.5 * i, 3000 + i});
+  {
+    Repo other = Open();
+    tracking::Run resumed = other.ResumeRun("opt");
+    Write(resumed, "loss", appended);
+    NewRun late_spec;
+    late_spec.run_id = "late";
+    late_spec.created_at_us = 1;
+    tracking::Run late_run = other.CreateRun(late_spec);
+    late_run.SetParams({{"k", "v"}});
+    other.Flush();
+  }
+  points = Concat(points, appended);
+  OptimizeStats third = repo.Optimize();
+  EXPECT_FALSE(third.full_rewrite);
+  EXPECT_EQ(third.points_rewritten, 10u);
+  EXPECT_EQ(repo.GetSeriesStats(Ids({loss}))[loss], Expected(points));
+  EXPECT_TRUE(Same(repo.ReadMany(Ids({loss}))[loss], ToData(points)));
+  ASSERT_TRUE(repo.GetRun("late"));
+  EXPECT_EQ(repo.Params("late"), (json{{"k", "v"}}));
+  EXPECT_EQ(repo.Runs().size(), 3u);
+
+  // A step written again below a sorted one: everything is rewritten.
+  {
+    Repo other = Open();
+    tracking::Run resumed = other.ResumeRun("opt");
+    std::vector<Pt> again = {{50, -1000.0, 5000}};
+    Write(resumed, "loss", again);
+    other.Flush();
+    points = Concat(points, again);
+  }
+  EXPECT_EQ(repo.GetSeriesStats(Ids({loss}))[loss], Expected(points))
+      << "a resumed handle rewrote step 50, below the stored last step: statistics must not "
+         "count the overwritten point";
+  OptimizeStats fourth = repo.Optimize();
+  EXPECT_TRUE(fourth.full_rewrite);
+  EXPECT_EQ(repo.GetSeriesStats(Ids({loss}))[loss], Expected(points));
+  EXPECT_TRUE(Same(repo.ReadMany(Ids({loss}))[loss], ToData(points)));
+  EXPECT_EQ(RawSteps(Uri(), loss).size(), 112u);
+}
+
+TEST_F(RepoTest, OptimizeKeepsPointsAppendedConcurrently) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "busy";
+  tracking::Run run = repo.CreateRun(spec);
+  std::vector<Pt> base;
+  for (int64_t i = 0; i < 200; ++i) base.push_back({i, std::sin(0.1 * i), 10 + i});
+  Write(run, "base", base);
+  repo.Flush();
+
+  Repo other = Open();
+  tracking::Run writer = other.ResumeRun("busy");
+  std::vector<Pt> appended;
+  for (int64_t i = 0; i < 100; ++i) appended.push_back({i, 1.0 + i, 1000 + i});
+  std::atomic<bool> failed = false;
+  std::thread thread([&] {
+    try {
+      for (int64_t flush = 0; flush < 20; ++flush) {
+        Write(writer, "side",
+              std::vector<Pt>(appended.begin() + flush * 5, appended.begin() + flush * 5 + 5));
+        other.Flush();
+      }
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "writer: " << e.what();
+      failed = true;
+    }
+  });
+  for (int i = 0; i < 3; ++i) repo.Optimize();
+  thread.join();
+  ASSERT_FALSE(failed);
+  repo.Optimize();
+  const uint64_t base_id = SeriesId("busy", "base", json::object());
+  const uint64_t side_id = SeriesId("busy", "side", json::object());
+  for (Repo* r : {&repo, &other}) {
+    std::map<uint64_t, SeriesStats> stats = r->GetSeriesStats(Ids({base_id, side_id}));
+    EXPECT_EQ(stats[base_id], Expected(base));
+    EXPECT_EQ(stats[side_id], Expected(appended));
+    std::map<uint64_t, MetricData> data = r->ReadMany(Ids({base_id, side_id}));
+    EXPECT_EQ(data[base_id], ToData(base));
+    EXPECT_EQ(data[side_id], ToData(appended));
+  }
+  EXPECT_EQ(RawSteps(Uri(), side_id).size(), 100u);
+}
+
+// --- 8. Arrow streams -----------------------------------------------------------
+
+TEST_F(RepoTest, ReadManyStreamEqualsReadManyAndOutlivesTheRepo) {
+  const uint64_t a = SeriesId("s", "a", json::object());
+  const uint64_t b = SeriesId("s", "b", json::object());
+  const uint64_t none = SeriesId("s", "none", json::object());
+  const std::vector<uint64_t> ids = {b, none, a};
+  std::vector<Pt> a_points, b_points;
+  for (int64_t i = 0; i < 5000; ++i) a_points.push_back({i, 0.5 * i, 100 + i});
+  for (int64_t i = 0; i < 3000; ++i) {
+    b_points.push_back(
+        {2 * i, -1.0 * i, 100 + i, i % 3 == 0 ? std::optional<int64_t>(i / 100) : std::nullopt});
+  }
+  b_points.push_back({10, 77.0, 9000});  // an overwrite
+  const StepRange range{100, 2500};
+
+  arrow::OwnedStream all, ranged, after_close;
+  std::map<uint64_t, MetricData> expected_all, expected_range;
+  {
+    Repo repo = Open();
+    NewRun spec;
+    spec.run_id = "s";
+    tracking::Run run = repo.CreateRun(spec);
+    Write(run, "a", std::vector<Pt>(a_points.begin(), a_points.begin() + 2500));
+    Write(run, "b", b_points);
+    repo.Flush();
+    Write(run, "a", std::vector<Pt>(a_points.begin() + 2500, a_points.end()));
+    repo.Flush();
+
+    expected_all = repo.ReadMany(ids);
+    expected_range = repo.ReadMany(ids, range);
+    EXPECT_EQ(expected_all,
+              (std::map<uint64_t, MetricData>{{a, ToData(a_points)}, {b, ToData(b_points)}}));
+    EXPECT_EQ(expected_range, (std::map<uint64_t, MetricData>{{a, ToData(a_points, range)},
+                                                              {b, ToData(b_points, range)}}));
+
+    repo.ReadManyStream(ids, {}, all.get());
+    repo.ReadManyStream(ids, range, ranged.get());
+    {
+      // A stream already in *out is released first, then *out is filled.
+      bool released = false;
+      ArrowArrayStream held{};
+      held.private_data = &released;
+      held.release = [](ArrowArrayStream* self) {
+        *static_cast<bool*>(self->private_data) = true;
+        self->release = nullptr;
+      };
+      arrow::OwnedStream reused(&held);
+      repo.ReadManyStream(ids, {}, reused.get());
+      EXPECT_TRUE(released) << "the stream *out held was not released";
+      ASSERT_TRUE(reused);
+      StreamResult got = ReadStream(std::move(reused));
+      EXPECT_EQ(got.data, expected_all);
+    }
+    repo.ReadManyStream(ids, range, after_close.get());
+    repo.Close();
+    StreamResult got = ReadStream(std::move(after_close));
+    EXPECT_EQ(got.columns, kStreamColumns);
+    EXPECT_EQ(got.order, (std::vector<uint64_t>{b, a}));
+    EXPECT_EQ(got.data, expected_range);
+  }
+  // The repo is gone.
+  StreamResult got_all = ReadStream(std::move(all));
+  EXPECT_EQ(got_all.columns, kStreamColumns);
+  EXPECT_EQ(got_all.order, (std::vector<uint64_t>{b, a}));
+  EXPECT_EQ(got_all.data, expected_all);
+  StreamResult got_range = ReadStream(std::move(ranged));
+  EXPECT_EQ(got_range.order, (std::vector<uint64_t>{b, a}));
+  EXPECT_EQ(got_range.data, expected_range);
+}
+
+// --- 9. Tables from before the late columns -----------------------------------
+
+arrow::Schema Without(const arrow::Schema& schema, const arrow::Schema& late) {
+  arrow::Schema out;
+  for (const arrow::Field& f : schema) {
+    bool is_late = std::any_of(late.begin(), late.end(),
+                               [&](const arrow::Field& l) { return l.name == f.name; });
+    if (!is_late) out.push_back(f);
+  }
+  return out;
+}
+
+size_t Col(const arrow::Schema& schema, const std::string& name) {
+  for (size_t i = 0; i < schema.size(); ++i) {
+    if (schema[i].name == name) return i;
+  }
+  throw std::runtime_error("no column " + name);
+}
+
+arrow::OwnedStream OneBatch(arrow::BatchBuilder& builder) {
+  std::vector<arrow::OwnedArray> batches(1);
+  builder.Finish(batches[0].get());
+  arrow::OwnedStream stream;
+  arrow::MakeStream(builder.schema(), std::move(batches), &stream);
+  return stream;
+}
+
+class OldTablesTest : public RepoTest {
+ protected:
+  // runs.lance and metrics.lance as kv0 wrote them before the late columns,
+  // each with one row, and series.lance naming the old point's series.
+  void SetUp() override {
+    lance::CreateOptions create{20, std::chrono::hours(24 * 7)};
+    const arrow::Schema runs = Without(RunsSchema(), RunsLateColumns());
+    ASSERT_EQ(runs.size(), RunsSchema().size() - 3);
+    arrow::BatchBuilder run(runs);
+    run.uint64(Col(runs, "seq")).Append(1000);
+    run.utf8(Col(runs, "run_id")).Append("old-run");
+    run.utf8(Col(runs, "name")).Append("legacy");
+    run.utf8(Col(runs, "experiment")).Append("exp");
+    run.utf8(Col(runs, "description")).AppendNull();
+    run.list_utf8(Col(runs, "tags")).Append({"a", "b"});
+    run.utf8(Col(runs, "status")).Append("finished");
+    run.boolean(Col(runs, "archived")).Append(true);
+    run.timestamp(Col(runs, "created_at")).Append(5'000'000);
+    run.timestamp(Col(runs, "updated_at")).Append(6'000'000);
+    run.timestamp(Col(runs, "ended_at")).Append(7'000'000);
+    lance::Dataset::Create(Uri() + "/runs.lance", {}, runs, create).Append(OneBatch(run));
+
+    const arrow::Schema metrics = Without(MetricsSchema(), MetricsLateColumns());
+    ASSERT_EQ(metrics.size(), MetricsSchema().size() - 1);
+    arrow::BatchBuilder point(metrics);
+    point.uint64(Col(metrics, "series_id")).Append(series_id_);
+    point.int64(Col(metrics, "step")).Append(3);
+    point.int64(Col(metrics, "epoch")).AppendNull();
+    point.timestamp(Col(metrics, "timestamp")).Append(6'500'000);
+    point.float64(Col(metrics, "value")).Append(2.5);
+    lance::Dataset::Create(Uri() + "/metrics.lance", {}, metrics, create).Append(OneBatch(point));
+
+    const arrow::Schema& series = SeriesSchema();
+    arrow::BatchBuilder s(series);
+    s.uint64(Col(series, "series_id")).Append(series_id_);
+    s.utf8(Col(series, "run_id")).Append("old-run");
+    s.utf8(Col(series, "name")).Append("loss");
+    s.utf8(Col(series, "context")).Append("{}");
+    s.timestamp(Col(series, "created_at")).Append(5'500'000);
+    lance::Dataset::Create(Uri() + "/series.lance", {}, series, create).Append(OneBatch(s));
+  }
+
+  RunInfo OldRun() {
+    RunInfo r;
+    r.run_id = "old-run";
+    r.name = "legacy";
+    r.experiment = "exp";
+    r.tags = {"a", "b"};
+    r.status = "finished";
+    r.archived = true;
+    r.created_at_us = 5'000'000;
+    r.updated_at_us = 6'000'000;
+    r.ended_at_us = 7'000'000;
+    return r;
+  }
+
+  const uint64_t series_id_ = SeriesId("old-run", "loss", json::object());
+};
+
+TEST_F(OldTablesTest, OpenAddsLateColumnsAndOldRowsSetEveryField) {
+  Repo repo = Open();
+
+  auto runs = Columns(Table(Uri(), kRunsTable));
+  for (const arrow::Field& f : RunsLateColumns()) {
+    ASSERT_TRUE(runs.count(f.name)) << "runs.lance lacks " << f.name;
+    EXPECT_EQ(runs[f.name].first, Format(f.type)) << f.name;
+    EXPECT_TRUE(runs[f.name].second) << f.name << " is not nullable";
+  }
+  EXPECT_EQ(runs.size(), RunsSchema().size());
+  auto metrics = Columns(Table(Uri(), kMetricsTable));
+  ASSERT_TRUE(metrics.count("stats")) << "metrics.lance lacks stats";
+  EXPECT_EQ(metrics["stats"].first, "z");
+  EXPECT_TRUE(metrics["stats"].second);
+  EXPECT_EQ(metrics.size(), MetricsSchema().size());
+
+  // The old row is still there, with a null mask.
+  std::vector<RawRunRow> raw = RawRunsOf(Uri(), "old-run");
+  ASSERT_EQ(raw.size(), 1u);
+  EXPECT_EQ(raw[0].seq, 1000u);
+  EXPECT_EQ(raw[0].fields, std::nullopt);
+
+  EXPECT_EQ(repo.GetRun("old-run"), OldRun());
+  EXPECT_EQ(repo.Runs(), std::vector<RunInfo>{OldRun()});
+  EXPECT_EQ(repo.ReadMany(Ids({series_id_})),
+            (std::map<uint64_t, MetricData>{
+                {series_id_, MetricData{{3}, {std::nullopt}, {6'500'000}, {2.5}}}}));
+
+  // A change of one field keeps the others the old row set.
+  repo.UpdateRun("old-run", [](RunInfo& r) { r.name = "renamed"; });
+  repo.Flush();
+  RunInfo expected = OldRun();
+  expected.name = "renamed";
+  std::optional<RunInfo> got = repo.GetRun("old-run");
+  ASSERT_TRUE(got);
+  expected.updated_at_us = got->updated_at_us;
+  EXPECT_EQ(*got, expected);
+
+  // Opening again finds the columns in place.
+  repo.Close();
+  Repo again = Open();
+  EXPECT_EQ(again.GetRun("old-run"), expected);
+}
+
+TEST_F(OldTablesTest, OldPointsWithoutStatisticsRowsHaveStatistics) {
+  Repo repo = Open();
+  SeriesStats expected;
+  expected.count = 1;
+  expected.first_step = expected.last_step = 3;
+  expected.last = expected.min = expected.max = 2.5;
+  expected.min_step = expected.max_step = 3;
+  expected.last_timestamp_us = 6'500'000;
+  std::map<uint64_t, SeriesStats> stats = repo.GetSeriesStats(Ids({series_id_}));
+  EXPECT_EQ(stats, (std::map<uint64_t, SeriesStats>{{series_id_, expected}}))
+      << "the series has a point, so it must have statistics";
+
+  // Resuming continues after the stored last step.
+  tracking::Run run = repo.ResumeRun("old-run");
+  TrackOptions at;
+  at.timestamp_us = 7'000'000;
+  run.Track(1.0, "loss", at);
+  repo.Flush();
+  std::map<uint64_t, MetricData> data = repo.ReadMany(Ids({series_id_}));
+  EXPECT_EQ(data[series_id_].steps, (std::vector<int64_t>{3, 4}));
+}
+
+// --- 10. LatestVersions ---------------------------------------------------------
+
+TEST_F(RepoTest, LatestVersionsMoveWithCommitsNotWithReads) {
+  Repo a = Open();
+  Repo b = Open();
+  const TableVersions start = a.LatestVersions();
+  EXPECT_EQ(b.LatestVersions(), start);
+  a.Runs();
+  a.AllParams();
+  a.AllSeries();
+  EXPECT_EQ(a.LatestVersions(), start);
+
+  NewRun spec;
+  spec.run_id = "v";
+  tracking::Run run = b.CreateRun(spec);
+  run.Track(1.0, "m");
+  b.Flush();
+  const TableVersions after = a.LatestVersions();
+  EXPECT_GT(after.runs, start.runs);
+  EXPECT_GT(after.series, start.series);
+  EXPECT_GT(after.metrics, start.metrics);
+  EXPECT_EQ(after.params, start.params);  // nothing to commit there
+  EXPECT_EQ(b.LatestVersions(), after);
+
+  const uint64_t id = SeriesId("v", "m", json::object());
+  a.Runs();
+  a.AllParams();
+  a.AllSeries();
+  a.GetSeriesStats(Ids({id}));
+  a.ReadMany(Ids({id}));
+  EXPECT_EQ(a.LatestVersions(), after);
+  // a read every table at its newest version.
+  EXPECT_EQ(a.Versions(), after);
+  EXPECT_EQ(b.Versions().runs, after.runs);
+  EXPECT_EQ(b.Versions().metrics, after.metrics);
+
+  run.SetParams({{"p", 1}});
+  b.Flush();
+  const TableVersions params_only = a.LatestVersions();
+  EXPECT_GT(params_only.params, after.params);
+  EXPECT_EQ(params_only.metrics, after.metrics);
+  EXPECT_EQ(params_only.series, after.series);
+}
+
+// --- 11. A crash between the params and series commits of a flush -------------
+
+std::string CrashChildPath() {
+  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "tracking_crash_child")
+      .string();
+}
+
+// Runs the child to its end and returns its wait status.
+int RunChild(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
+    throw std::runtime_error("spawn " + args[0]);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid");
+  }
+  return status;
+}
+
+TEST_F(RepoTest, CrashBetweenParamsAndSeriesCommitsReplaysTheRest) {
+  int status = RunChild({CrashChildPath(), Uri(), dir_ / "wal"});
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of a signal: " << status;
+  ASSERT_EQ(WEXITSTATUS(status), 0) << "3: the flush hook never fired";
+
+  const std::string id = "crashed";
+  const uint64_t loss = SeriesId(id, "loss", json::object());
+  // Where the child stopped: runs and params committed, series and metrics not.
+  ASSERT_EQ(RawRunsOf(Uri(), id).size(), 1u);
+  ASSERT_EQ(CountEqual(RawStrings(Uri(), kParamsTable, "run_id"), id), 3u);
+  ASSERT_EQ(CountEqual(RawStrings(Uri(), kSeriesTable, "run_id"), id), 0u);
+  ASSERT_TRUE(RawSteps(Uri(), loss).empty());
+
+  std::vector<Pt> points;
+  for (int64_t i = 0; i < 100; ++i) points.push_back({i, i * 0.5, 1'000'000 + i});
+  const json params = {{"lr", 0.5}, {"model", {{"act", "relu"}, {"layers", 4}}}};
+
+  for (int open = 0; open < 2; ++open) {
+    SCOPED_TRACE(open == 0 ? "first open (replays)" : "second open");
+    Repo repo = Open();
+    // Each row exactly once: replay skipped what the marks cover.
+    EXPECT_EQ(RawRunsOf(Uri(), id).size(), 1u);
+    EXPECT_EQ(CountEqual(RawStrings(Uri(), kParamsTable, "run_id"), id), 3u);
+    EXPECT_EQ(CountEqual(RawStrings(Uri(), kSeriesTable, "run_id"), id), 1u);
+    std::vector<int64_t> steps = RawSteps(Uri(), loss);
+    EXPECT_EQ(steps.size(), 100u);
+    EXPECT_EQ(std::set<int64_t>(steps.begin(), steps.end()).size(), 100u);
+
+    std::optional<RunInfo> run = repo.GetRun(id);
+    ASSERT_TRUE(run);
+    EXPECT_EQ(run->name, "crash");
+    EXPECT_EQ(run->created_at_us, 1'000'000);
+    EXPECT_EQ(repo.Params(id), params);
+    std::vector<SeriesInfo> series = repo.Series(id);
+    ASSERT_EQ(series.size(), 1u);
+    EXPECT_EQ(series[0].series_id, loss);
+    EXPECT_EQ(repo.GetSeriesStats(Ids({loss})),
+              (std::map<uint64_t, SeriesStats>{{loss, Expected(points)}}));
+    EXPECT_EQ(repo.ReadMany(Ids({loss})), (std::map<uint64_t, MetricData>{{loss, ToData(points)}}));
+
+    // Mark rows exist and no read takes them for runs, params or series.
+    std::vector<RawRunRow> raw = RawRuns(Uri());
+    EXPECT_TRUE(std::any_of(raw.begin(), raw.end(), [](const RawRunRow& r) {
+      return IsMark(r.run_id);
+    })) << "no WAL mark row in runs.lance";
+    std::vector<RunInfo> runs = repo.Runs();
+    ASSERT_EQ(runs.size(), 1u);
+    EXPECT_EQ(runs[0].run_id, id);
+    std::map<std::string, json> all_params = repo.AllParams();
+    EXPECT_EQ(all_params.size(), 1u);
+    EXPECT_EQ(all_params.count(id), 1u);
+    std::vector<SeriesInfo> all_series = repo.AllSeries();
+    ASSERT_EQ(all_series.size(), 1u);
+    EXPECT_EQ(all_series[0].run_id, id);
+  }
+}
+
+// --- 12. Errors -------------------------------------------------------------------
+
+TEST_F(RepoTest, InvalidArgumentsAreRejectedAndWriteNothing) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "e";
+  tracking::Run run = repo.CreateRun(spec);
+
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.Track(1.0, ""); }));
+  for (const json& context : {json::array({1, 2}), json(5), json("text"), json(nullptr)}) {
+    TrackOptions o;
+    o.context = context;
+    EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.Track(1.0, "m", o); })) << context.dump();
+  }
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { SeriesId("e", "m", json::array()); }));
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.SetParams(json::array({1})); }));
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.SetParams({{"a.b", 1}}); }));
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.Finish("done"); }));
+  EXPECT_TRUE(Throws(Code::kInvalidArgument, [&] { run.FinishAt("bogus", 10); }));
+
+  repo.Flush();
+  EXPECT_TRUE(repo.Series("e").empty());
+  EXPECT_EQ(repo.Params("e"), json::object());
+  std::optional<RunInfo> got = repo.GetRun("e");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->status, "running");
+  EXPECT_EQ(got->ended_at_us, std::nullopt);
+}
+
+TEST_F(RepoTest, CallsAfterCloseAreNotSupported) {
+  Repo repo = Open();
+  NewRun spec;
+  spec.run_id = "closed";
+  tracking::Run run = repo.CreateRun(spec);
+  run.Track(1.0, "m");
+  tracking::Run copy = run;
+  repo.Close();
+
+  const uint64_t id = SeriesId("closed", "m", json::object());
+  const Code kNS = Code::kNotSupported;
+  EXPECT_TRUE(Throws(kNS, [&] { repo.Runs(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.GetRun("closed"); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.Params("closed"); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.AllParams(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.Series("closed"); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.AllSeries(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.GetSeriesStats(Ids({id})); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.ReadMany(Ids({id})); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.ReadManyIn(Ids({id}), {}); }));
+  EXPECT_TRUE(Throws(kNS, [&] {
+    arrow::OwnedStream s;
+    repo.ReadManyStream(Ids({id}), {}, s.get());
+  }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.CreateRun(NewRun{}); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.ResumeRun("closed"); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.UpdateRun("closed", [](RunInfo& r) { r.name = "x"; }); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.Flush(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.Optimize(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { repo.LatestVersions(); }));
+  EXPECT_TRUE(Throws(kNS, [&] { run.Track(2.0, "m"); }));
+  EXPECT_TRUE(Throws(kNS, [&] { copy.SetParams({{"a", 1}}); }));
+  EXPECT_TRUE(Throws(kNS, [&] { run.Update([](RunInfo& r) { r.name = "x"; }); }));
+  EXPECT_TRUE(Throws(kNS, [&] { run.Finish(); }));
+  EXPECT_EQ(run.run_id(), "closed");
+
+  // Close flushed: a new handle sees the point.
+  Repo reopened = Open();
+  EXPECT_EQ(reopened.ReadMany(Ids({id}))[id].steps, std::vector<int64_t>{0});
+}
+
+// --- A failed flush keeps what it did not commit -----------------------------
+
+void ThrowAfterParams(const char* table) {
+  if (std::string_view(table) == "params") throw Error(Code::kIOError, "injected failure");
+}
+
+TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
+  Repo repo = Open();
+  tracking::Run run = repo.CreateRun(NewRun{.name = "r"});
+  run.SetParams({{"lr", 0.5}});
+  for (int i = 0; i < 20; ++i) run.Track(i, "loss");
+  uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+
+  SetFlushHookForTesting(ThrowAfterParams);
+  EXPECT_THROW(repo.Flush(), Error);
+  SetFlushHookForTesting(nullptr);
+  // Runs and params were committed before the failure, series and points not.
+  EXPECT_TRUE(RawSteps(Uri(), id).empty());
+
+  repo.Flush();
+  std::vector<int64_t> steps = RawSteps(Uri(), id);
+  std::sort(steps.begin(), steps.end());
+  std::vector<int64_t> expected(20);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(steps, expected);  // each point once
+  EXPECT_EQ(RawRunsOf(Uri(), run.run_id()).size(), 1u);
+  EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"lr", 0.5}}));
+  EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id).count, 20u);
+}
+
+}  // namespace
+}  // namespace kv0::tracking

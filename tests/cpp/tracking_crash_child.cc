@@ -1,0 +1,52 @@
+// The writer repo_test kills between two commits of a flush.
+//
+//   tracking_crash_child REPO WAL_DIR
+//
+// Opens the repository with that WAL directory, creates the run "crashed",
+// sets its parameters, tracks 100 points of "loss" (step i, value i * 0.5,
+// timestamp 1000000 + i) and flushes. A flush hook ends the process with
+// status 0 right after the params commit, so runs and params are committed
+// and series and metrics are only in the WAL. Status 3 means the hook never
+// fired.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string_view>
+
+#include "kv0/tracking.h"
+
+namespace {
+
+void ExitAfterParams(const char* table) {
+  if (std::string_view(table) == "params") _exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  namespace tracking = kv0::tracking;
+  tracking::RepoOptions options;
+  options.wal_dir = argv[2];
+  options.flush_interval = std::chrono::hours(1);  // only the explicit flush commits
+  tracking::Repo repo = tracking::Repo::Open(argv[1], options);
+  tracking::SetFlushHookForTesting(&ExitAfterParams);
+
+  tracking::NewRun new_run;
+  new_run.run_id = "crashed";
+  new_run.name = "crash";
+  new_run.created_at_us = 1'000'000;
+  tracking::Run run = repo.CreateRun(new_run);
+  run.SetParams({{"lr", 0.5}, {"model", {{"layers", 4}, {"act", "relu"}}}});
+  for (int i = 0; i < 100; ++i) {
+    tracking::TrackOptions track;
+    track.step = i;
+    track.timestamp_us = 1'000'000 + i;
+    run.Track(i * 0.5, "loss", track);
+  }
+  repo.Flush();
+  std::fprintf(stderr, "tracking_crash_child: the flush hook did not fire\n");
+  return 3;
+}
