@@ -1359,3 +1359,59 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
 
 }  // namespace
 }  // namespace kv0::tracking
+
+namespace kv0::tracking {
+namespace {
+
+// --- optimize() within a memory bound -----------------------------------------
+
+// The (series_id, step) pairs of the metrics points in storage order.
+std::vector<std::pair<uint64_t, int64_t>> StoredOrder(const std::string& repo) {
+  lance::ScanOptions options;
+  options.columns = {"series_id", "step"};
+  options.filter = "series_id <> 0";
+  arrow::StreamReader reader = Table(repo, kMetricsTable).Scan(options);
+  std::vector<std::pair<uint64_t, int64_t>> out;
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column ids(*batch, "series_id");
+    arrow::Int64Column steps(*batch, "step");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(ids.value(i), steps.value(i));
+  }
+  return out;
+}
+
+TEST_F(RepoTest, OptimizeSortsInPassesThatFitItsMemoryBound) {
+  RepoOptions options = Opts();
+  options.optimize_memory = 1 << 20;  // about 16 000 points per pass
+  Repo repo = Repo::Open(Uri(), options);
+  tracking::Run run = repo.CreateRun(NewRun{.name = "big"});
+  // Interleaved writes, so storage order is far from sorted; "huge" alone
+  // exceeds one pass and is split by steps.
+  std::map<std::string, std::vector<Pt>> written;
+  for (int64_t step = 0; step < 40000; ++step) {
+    for (const char* name : {"a", "b", "huge"}) {
+      if (std::string(name) != "huge" && step >= 9000) continue;
+      int64_t s = step % 2 == 0 ? step : 40000 - step;  // out of order
+      double value = static_cast<double>((step * 7919) % 1000);
+      run.Track(value, name, TrackOptions{.step = s, .timestamp_us = 1000 + step});
+      written[name].push_back(Pt{s, value, 1000 + step});
+    }
+    if (step % 5000 == 4999) repo.Flush();
+  }
+  run.Finish();
+  OptimizeStats stats = repo.Optimize();
+  EXPECT_TRUE(stats.full_rewrite);
+
+  auto order = StoredOrder(Uri());
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()));
+  for (const auto& [name, points] : written) {
+    uint64_t id = SeriesId(run.run_id(), name, nlohmann::json::object());
+    EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id), Expected(points)) << name;
+    EXPECT_EQ(repo.ReadMany(std::vector<uint64_t>{id}, StepRange{100, 200}).at(id),
+              ToData(points, StepRange{100, 200}))
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace kv0::tracking
