@@ -2,18 +2,24 @@
 // Keys and values are UTF-8 text, or hex when written 0x...; output shows
 // bytes that are not printable text as 0x-prefixed hex.
 
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/kv_bench.h"
+#include "bench/tracking_bench.h"
 #include "kv0/error.h"
 #include "kv0/kv.h"
+#include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "tracking/params.h"
 
 namespace {
 
@@ -34,24 +40,42 @@ const char kUsage[] =
     "  versions DB           list the database's versions\n"
     "  compact DB            rewrite the database as its live rows\n"
     "\n"
+    "experiment-tracking repositories (REPO is a path or URI):\n"
+    "  runs REPO             list the runs\n"
+    "  run REPO RUN_ID       print a run's record\n"
+    "  params REPO RUN_ID    print a run's parameters (dotted keys; nested with --json)\n"
+    "  metrics REPO RUN_ID [NAME] [--steps A:B]\n"
+    "                        without NAME: the run's series and their statistics;\n"
+    "                        with NAME: the points of that series (every context)\n"
+    "                        with a step in [A, B) (A or B may be left out)\n"
+    "  optimize REPO         fold runs, sort the metrics, update the index\n"
+    "\n"
     "benchmarks:\n"
     "  bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
     "                        kv0 against RocksDB, db_bench style (N: 1000000)\n"
+    "  bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
+    "                        the tracking layer at scale (runs: 2000, points: 5000000)\n"
     "\n"
     "options:\n"
-    "  --storage-option K=V  pass an object-store option to Lance (repeatable)\n";
+    "  --storage-option K=V  pass an object-store option to Lance (repeatable)\n"
+    "  --json                (runs, run, params, metrics, optimize) print JSON\n";
 
 struct Args {
   std::vector<std::string> positional;
   kv0::lance::StorageOptions storage;
-  // --start, --end, --limit, --reverse; bench: --keys, --wal-keys, --json, --dir
+  // --start, --end, --limit, --reverse; --steps, --json; bench: --keys,
+  // --wal-keys, --runs, --points, --json FILE, --dir
   std::map<std::string, std::string> flags;
+
+  bool Has(const std::string& flag) const { return flags.count(flag) != 0; }
 };
 
 Args Parse(int argc, char** argv) {
   Args args;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
+    // `bench` writes its JSON to a file (--json FILE); other commands print it.
+    bool bench = !args.positional.empty() && args.positional[0] == "bench";
     if (arg == "--storage-option") {
       if (i + 1 >= argc)
         throw kv0::Error(kv0::Code::kInvalidArgument, "--storage-option needs K=V");
@@ -62,10 +86,11 @@ Args Parse(int argc, char** argv) {
       }
       args.storage[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (arg == "--start" || arg == "--end" || arg == "--limit" || arg == "--keys" ||
-               arg == "--wal-keys" || arg == "--json" || arg == "--dir") {
+               arg == "--wal-keys" || arg == "--runs" || arg == "--points" || arg == "--dir" ||
+               arg == "--steps" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
-    } else if (arg == "--reverse") {
+    } else if (arg == "--reverse" || arg == "--json") {
       args.flags[arg] = "1";
     } else {
       args.positional.push_back(arg);
@@ -198,6 +223,265 @@ int KvCommand(const std::string& command, const Args& args) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Experiment tracking.
+
+namespace tracking = kv0::tracking;
+using nlohmann::json;
+
+// Microseconds since the epoch as "YYYY-MM-DD HH:MM:SS" UTC.
+std::string Time(int64_t us) {
+  std::time_t seconds = static_cast<std::time_t>(us / 1000000 - (us % 1000000 < 0 ? 1 : 0));
+  std::tm utc{};
+  gmtime_r(&seconds, &utc);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &utc);
+  return buf;
+}
+
+std::string OrDash(const std::optional<std::string>& s) { return s && !s->empty() ? *s : "-"; }
+
+// A value as short text: strings bare, everything else as JSON.
+std::string Text(const json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// %g with enough digits to tell close values apart; NaN and infinities by name.
+std::string Number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+// Opens a repository for reading: NotFound, rather than a new empty
+// repository, when nothing is at the URI.
+tracking::Repo OpenRepo(const Args& args, bool must_exist) {
+  const std::string& uri = args.positional[1];
+  if (must_exist) {
+    std::string runs = uri;
+    if (!runs.empty() && runs.back() != '/') runs += '/';
+    runs += "runs.lance";
+    try {
+      kv0::lance::Dataset::Open(runs, args.storage);
+    } catch (const kv0::Error& e) {
+      if (e.code() != kv0::Code::kNotFound) throw;
+      throw kv0::Error(kv0::Code::kNotFound, "no tracking repository at " + uri);
+    }
+  }
+  tracking::RepoOptions options;
+  options.storage_options = args.storage;
+  return tracking::Repo::Open(uri, options);
+}
+
+void PrintJson(const json& j) { std::cout << j.dump(2) << "\n"; }
+
+tracking::RunInfo GetRunOrThrow(tracking::Repo& repo, const std::string& run_id) {
+  auto info = repo.GetRun(run_id);
+  if (!info) throw kv0::Error(kv0::Code::kNotFound, "run " + run_id + " not found");
+  return *info;
+}
+
+int Runs(const Args& args) {
+  Need(args, 2, "runs REPO [--json]");
+  auto repo = OpenRepo(args, true);
+  auto runs = repo.Runs();
+  if (args.Has("--json")) {
+    PrintJson(runs);
+    return 0;
+  }
+  std::printf("%-32s  %-20s  %-16s  %-9s  %-19s  %-19s  %s\n", "run_id", "name", "experiment",
+              "status", "created (UTC)", "ended (UTC)", "kind");
+  for (const auto& r : runs) {
+    std::string ended = r.ended_at_us ? Time(*r.ended_at_us) : "-";
+    std::printf("%-32s  %-20s  %-16s  %-9s  %-19s  %-19s  %s\n", r.run_id.c_str(),
+                OrDash(r.name).c_str(), OrDash(r.experiment).c_str(), r.status.c_str(),
+                Time(r.created_at_us).c_str(), ended.c_str(), OrDash(r.kind).c_str());
+  }
+  return 0;
+}
+
+int RunRecord(const Args& args) {
+  Need(args, 3, "run REPO RUN_ID [--json]");
+  auto repo = OpenRepo(args, true);
+  auto r = GetRunOrThrow(repo, args.positional[2]);
+  if (args.Has("--json")) {
+    PrintJson(r);
+    return 0;
+  }
+  auto line = [](const char* key, const std::string& value) {
+    std::printf("%-12s %s\n", key, value.c_str());
+  };
+  line("run_id", r.run_id);
+  line("name", OrDash(r.name));
+  line("experiment", OrDash(r.experiment));
+  line("description", OrDash(r.description));
+  std::string tags;
+  for (const auto& t : r.tags) tags += (tags.empty() ? "" : ", ") + t;
+  line("tags", tags.empty() ? "-" : tags);
+  line("status", r.status + (r.archived ? " (archived)" : ""));
+  line("kind", OrDash(r.kind));
+  line("target", r.target ? r.target->dump() : "-");
+  line("created", Time(r.created_at_us) + " UTC");
+  line("updated", Time(r.updated_at_us) + " UTC");
+  line("ended", r.ended_at_us ? Time(*r.ended_at_us) + " UTC" : "-");
+  return 0;
+}
+
+int Params(const Args& args) {
+  Need(args, 3, "params REPO RUN_ID [--json]");
+  auto repo = OpenRepo(args, true);
+  GetRunOrThrow(repo, args.positional[2]);
+  json params = repo.Params(args.positional[2]);
+  if (args.Has("--json")) {
+    PrintJson(params);
+    return 0;
+  }
+  for (const auto& row : tracking::Flatten(params)) {
+    std::cout << row.key << " = " << row.value_json << "\n";
+  }
+  return 0;
+}
+
+// "A:B", ":B", "A:" or ":" as [A, B).
+tracking::StepRange ParseSteps(const std::string& text) {
+  auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    throw kv0::Error(kv0::Code::kInvalidArgument, "--steps needs A:B, got " + text);
+  }
+  auto bound = [&](const std::string& part, int64_t fallback) -> int64_t {
+    if (part.empty()) return fallback;
+    size_t used = 0;
+    int64_t v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size()) {
+      throw kv0::Error(kv0::Code::kInvalidArgument, "--steps needs integers A:B, got " + text);
+    }
+    return v;
+  };
+  tracking::StepRange range;
+  range.start = bound(text.substr(0, colon), range.start);
+  range.stop = bound(text.substr(colon + 1), range.stop);
+  return range;
+}
+
+int Metrics(const Args& args) {
+  if (args.positional.size() != 3 && args.positional.size() != 4) {
+    Need(args, 3, "metrics REPO RUN_ID [NAME] [--steps A:B] [--json]");
+  }
+  auto repo = OpenRepo(args, true);
+  const std::string& run_id = args.positional[2];
+  GetRunOrThrow(repo, run_id);
+  auto series = repo.Series(run_id);
+  bool as_json = args.Has("--json");
+
+  if (args.positional.size() == 3) {
+    if (args.Has("--steps")) {
+      throw kv0::Error(kv0::Code::kInvalidArgument, "--steps needs a series NAME");
+    }
+    std::vector<uint64_t> ids;
+    for (const auto& s : series) ids.push_back(s.series_id);
+    auto stats = repo.GetSeriesStats(ids);
+    if (as_json) {
+      json out = json::array();
+      for (const auto& s : series) {
+        json row = s;
+        auto it = stats.find(s.series_id);
+        row["stats"] = it == stats.end() ? json(nullptr) : json(it->second);
+        out.push_back(std::move(row));
+      }
+      PrintJson(out);
+      return 0;
+    }
+    std::printf("%-20s  %-24s  %9s  %15s  %12s  %12s  %12s\n", "name", "context", "points", "steps",
+                "last", "min", "max");
+    for (const auto& s : series) {
+      auto it = stats.find(s.series_id);
+      if (it == stats.end()) {
+        std::printf("%-20s  %-24s  %9s\n", s.name.c_str(), s.context.dump().c_str(), "0");
+        continue;
+      }
+      const auto& st = it->second;
+      std::string steps = std::to_string(st.first_step) + ".." + std::to_string(st.last_step);
+      std::printf("%-20s  %-24s  %9llu  %15s  %12s  %12s  %12s\n", s.name.c_str(),
+                  s.context.dump().c_str(), static_cast<unsigned long long>(st.count),
+                  steps.c_str(), Number(st.last).c_str(), Number(st.min).c_str(),
+                  Number(st.max).c_str());
+    }
+    return 0;
+  }
+
+  const std::string& name = args.positional[3];
+  tracking::StepRange range;
+  if (auto it = args.flags.find("--steps"); it != args.flags.end()) range = ParseSteps(it->second);
+  std::vector<const tracking::SeriesInfo*> named;
+  std::vector<uint64_t> ids;
+  for (const auto& s : series) {
+    if (s.name != name) continue;
+    named.push_back(&s);
+    ids.push_back(s.series_id);
+  }
+  if (named.empty()) {
+    throw kv0::Error(kv0::Code::kNotFound, "run " + run_id + " has no series named " + name);
+  }
+  auto data = repo.ReadMany(ids, range);
+  json out = json::array();
+  for (const auto* s : named) {
+    auto it = data.find(s->series_id);
+    tracking::MetricData points = it == data.end() ? tracking::MetricData{} : it->second;
+    if (as_json) {
+      out.push_back({{"series_id", s->series_id},
+                     {"name", s->name},
+                     {"context", s->context},
+                     {"points", points}});
+      continue;
+    }
+    std::cout << s->name << " " << s->context.dump() << ": " << points.size() << " points\n";
+    if (points.size() == 0) continue;
+    std::printf("  %12s  %8s  %14s  %s\n", "step", "epoch", "value", "time (UTC)");
+    for (size_t i = 0; i < points.size(); ++i) {
+      std::string epoch = points.epochs[i] ? std::to_string(*points.epochs[i]) : "-";
+      std::printf("  %12lld  %8s  %14s  %s\n", static_cast<long long>(points.steps[i]),
+                  epoch.c_str(), Number(points.values[i]).c_str(),
+                  Time(points.timestamps_us[i]).c_str());
+    }
+  }
+  if (as_json) PrintJson(out);
+  return 0;
+}
+
+int Optimize(const Args& args) {
+  Need(args, 2, "optimize REPO [--json]");
+  auto repo = OpenRepo(args, true);
+  auto stats = repo.Optimize();
+  repo.Close();
+  if (args.Has("--json")) {
+    PrintJson({{"run_rows_before", stats.run_rows_before},
+               {"run_rows_after", stats.run_rows_after},
+               {"points_rewritten", stats.points_rewritten},
+               {"full_rewrite", stats.full_rewrite}});
+    return 0;
+  }
+  std::cout << "run rows: " << stats.run_rows_before << " -> " << stats.run_rows_after << "\n"
+            << "points rewritten: " << stats.points_rewritten
+            << (stats.full_rewrite ? " (every metrics fragment)" : "") << "\n";
+  return 0;
+}
+
+int TrackingCommand(const std::string& command, const Args& args) {
+  if (command == "runs") return Runs(args);
+  if (command == "run") return RunRecord(args);
+  if (command == "params") return Params(args);
+  if (command == "metrics") return Metrics(args);
+  if (command == "optimize") return Optimize(args);
+  return -1;
+}
+
 // A positive count from a flag, or fallback when the flag is absent.
 uint64_t CountFlag(const Args& args, const std::string& name, uint64_t fallback) {
   auto it = args.flags.find(name);
@@ -214,8 +498,25 @@ uint64_t CountFlag(const Args& args, const std::string& name, uint64_t fallback)
 }
 
 int Bench(const Args& args) {
-  const char* usage = "usage: kv0 bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]";
-  if (args.positional.size() != 2 || args.positional[1] != "kv") {
+  const char* usage =
+      "usage: kv0 bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
+      "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]";
+  std::string which = args.positional.size() >= 2 ? args.positional[1] : "";
+  if (which == "tracking" && args.positional.size() == 2) {
+    kv0::bench::TrackingBenchArgs bench;
+    bench.runs = CountFlag(args, "--runs", bench.runs);
+    bench.points = CountFlag(args, "--points", bench.points);
+    if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
+    if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
+    return kv0::bench::RunTrackingBench(bench);
+  }
+  if (which == "tracking-refresh" && args.positional.size() == 3) {
+    // Internal: the tracking benchmark's reader process.
+    auto it = args.flags.find("--dir");
+    return kv0::bench::RunTrackingRefresh(args.positional[2],
+                                          it == args.flags.end() ? "" : it->second);
+  }
+  if (args.positional.size() != 2 || which != "kv") {
     throw kv0::Error(kv0::Code::kInvalidArgument, usage);
   }
   kv0::bench::KvBenchArgs bench;
@@ -282,11 +583,15 @@ int main(int argc, char** argv) {
     }
     if (command == "info") return Info(args);
     if (command == "bench") return Bench(args);
+    if (int status = TrackingCommand(command, args); status >= 0) return status;
     if (int status = KvCommand(command, args); status >= 0) return status;
     std::cerr << "kv0: unknown command " << command << "\n\n" << kUsage;
     return 2;
   } catch (const kv0::Error& e) {
     std::cerr << "kv0: " << e.what() << "\n";
     return e.code() == kv0::Code::kInvalidArgument ? 2 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "kv0: " << e.what() << "\n";
+    return 1;
   }
 }

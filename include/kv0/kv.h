@@ -182,6 +182,26 @@ class DB {
   void DeleteTag(const std::string& tag);
   std::map<std::string, uint64_t> Tags();
 
+  // What Purge did.
+  struct PurgeStats {
+    uint64_t versions_removed = 0;
+    uint64_t bytes_removed = 0;             // bytes of the files it deleted
+    std::vector<std::string> tags_deleted;  // tags force removed
+  };
+  // Makes deleted data unrecoverable from the dataset. Flushes, then
+  // rewrites the store as its live rows (so no fragment holds a deleted or
+  // overwritten value), then removes every version no tag names except the
+  // latest. Before changing anything it checks every tag: a tag whose
+  // version holds a put of a key that is deleted now fails the purge with
+  // Busy naming the tag, unless `force`, which deletes such tags. Tagged
+  // versions that pass keep the values they hold (also overwritten ones).
+  //
+  // Not reached: the keys of recent deletions (tombstones within
+  // tombstone_grace keep the key, never a value), writes other handles have
+  // not committed, and other machines' WALs and saved views. This handle's
+  // saved view is removed.
+  PurgeStats Purge(bool force = false);
+
   Stats GetStats();
   const std::string& uri() const;
 

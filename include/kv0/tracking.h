@@ -178,6 +178,39 @@ struct TableVersions {
   bool operator==(const TableVersions&) const = default;
 };
 
+// One row of a records table (see Repo::AppendRecords). Rows are keyed by
+// (run_id, item_id): the newest row of a key replaces the older ones.
+struct Record {
+  uint64_t seq = 0;  // set when the row is written; ignored by AppendRecords
+  std::optional<std::string> run_id;
+  std::string item_id;
+  nlohmann::json data;        // any JSON value
+  int64_t created_at_us = 0;  // 0 in AppendRecords: now
+  bool operator==(const Record&) const = default;
+};
+void to_json(nlohmann::json& j, const Record& record);
+void from_json(const nlohmann::json& j, Record& record);
+
+// Which rows of a records table to read. At most one of run_id and run_ids,
+// and at most one of item_id, item_ids and item_prefix; the two kinds
+// combine with AND. Empty: every row.
+struct RecordQuery {
+  std::optional<std::string> run_id;
+  std::optional<std::vector<std::string>> run_ids;  // any of them
+  std::optional<std::string> item_id;
+  std::optional<std::vector<std::string>> item_ids;  // any of them
+  std::optional<std::string> item_prefix;            // item ids starting with it
+  uint64_t version = 0;                              // read this version (0: latest)
+  std::string tag;                                   // or the version this tag names
+};
+
+struct PurgeStats {
+  uint64_t datasets = 0;          // datasets purged
+  uint64_t versions_removed = 0;  // old versions deleted
+  uint64_t bytes_removed = 0;
+  std::vector<std::string> tags_deleted;  // with force: "<dataset>:<tag>"
+};
+
 struct OptimizeStats {
   uint64_t run_rows_before = 0, run_rows_after = 0;  // runs.lance rows (marks included)
   uint64_t points_rewritten = 0;                     // points the sorted rewrite wrote
@@ -316,6 +349,48 @@ class Repo {
   // metrics.series_id. Keeps rows other writers append meanwhile; running
   // it again with nothing new changes nothing.
   OptimizeStats Optimize();
+  // --- Deleting runs ---------------------------------------------------------
+  // Deletes runs: commits a tombstone per run first, then deletes the runs'
+  // points, statistics, series, parameters, records and other rows. Every
+  // read ignores a deleted run from the tombstone on. Unknown ids are
+  // ignored. See docs/operations.md for writers racing a delete.
+  void DeleteRuns(std::span<const std::string> run_ids);
+
+  // --- Records tables ----------------------------------------------------------
+  // A records table is a dataset of its own under records/ (any name works:
+  // it is escaped into a directory name), created by its first append.
+  // Appends rows (seq and, when 0, created_at_us are set here) in one commit
+  // and returns the table's new version. Throws kInvalidArgument for an
+  // empty table name or item id.
+  uint64_t AppendRecords(const std::string& table, std::span<const Record> rows);
+  // The newest row of every (run_id, item_id) that query selects, ordered by
+  // run_id (rows without one first), then item_id. A table that does not
+  // exist has no rows; a version or tag that does not exist is NotFound.
+  std::vector<Record> Records(const std::string& table, const RecordQuery& query = {});
+  // The same as an Arrow stream with columns seq (uint64), table_name (utf8),
+  // run_id (utf8, nullable), item_id (utf8), data (utf8, JSON) and
+  // created_at (timestamp[us, UTC]).
+  void RecordsStream(const std::string& table, const RecordQuery& query, ArrowArrayStream* out);
+  // The table's latest version (0 if it does not exist), so a run can record
+  // exactly what it read.
+  uint64_t RecordsVersion(const std::string& table);
+  std::vector<std::string> RecordTables();  // names, sorted
+  // Tags keep one records table's rows at a version (default: the latest).
+  void CreateRecordsTag(const std::string& table, const std::string& tag, uint64_t version = 0);
+  void DeleteRecordsTag(const std::string& table, const std::string& tag);
+  std::map<std::string, uint64_t> RecordsTags(const std::string& table);
+  // True if the location holds the single records.lance of earlier kv0
+  // versions (one directory listing). Open migrates it into per-table
+  // datasets once and keeps it.
+  bool HasLegacyRecords();
+
+  // --- Purge ---------------------------------------------------------------------
+  // Rewrites every fragment holding deleted rows (in the tracking and records
+  // tables) and removes every version no tag names, except the latest. A tag
+  // on an older version that still holds rows of a deleted run fails the
+  // purge with kBusy naming it, unless force, which deletes such tags.
+  PurgeStats Purge(bool force = false);
+
   // Marks the statistics of ids for recomputation from their points (the
   // next reads compute them exactly, until optimize stores exact ones).
   void RecomputeSeriesStats(std::span<const uint64_t> ids);

@@ -1,12 +1,13 @@
 """kv0: an embedded storage engine on Lance datasets.
 
 kv0.DB is an ordered key-value store (call-compatible with aimrocks);
+kv0.tracking stores experiment runs, parameters and metrics;
 kv0.lance gives raw access to Lance datasets through libkv0.
 """
 
 import atexit as _atexit
 
-from kv0 import errors
+from kv0 import errors, tracking
 from kv0._kv0 import __version__, lance, lance_version, set_lance_log_level
 from kv0.db import (
     DB,
@@ -36,4 +37,5 @@ __all__ = [
     "lance",
     "lance_version",
     "set_lance_log_level",
+    "tracking",
 ]

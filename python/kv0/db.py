@@ -277,6 +277,15 @@ class DB(_DB):
         compacts whole stores; begin and end are accepted and ignored)."""
         super().compact_range()
 
+    def purge(self, force: bool = False) -> dict:
+        """Makes deleted data unrecoverable from the dataset: rewrites the
+        store as its live rows and removes every untagged version but the
+        latest. A tag on a version that holds a value of a key deleted since
+        makes it raise kv0.errors.Busy naming the tag, unless force, which
+        deletes such tags. Returns {versions_removed, bytes_removed,
+        tags_deleted}."""
+        return super().purge(force)
+
     def flush_wal(self, sync: bool = True) -> None:
         """Commits buffered writes to Lance, which makes the WAL's content
         redundant (kv0's WAL is only a crash buffer in front of Lance)."""

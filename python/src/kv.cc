@@ -359,6 +359,22 @@ void BindKv(nb::module_& m) {
              nb::gil_scoped_release release;
              return db.Tags();
            })
+      .def(
+          "purge",
+          [](PyDB& self, bool force) {
+            DB::PurgeStats s;
+            {
+              DB& db = self.db();
+              nb::gil_scoped_release release;
+              s = db.Purge(force);
+            }
+            nb::dict d;
+            d["versions_removed"] = s.versions_removed;
+            d["bytes_removed"] = s.bytes_removed;
+            d["tags_deleted"] = s.tags_deleted;
+            return d;
+          },
+          "force"_a = false)
       .def("stats",
            [](PyDB& self) {
              kv::Stats s;

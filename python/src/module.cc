@@ -89,7 +89,8 @@ void BindLance(nb::module_& m) {
 
 }  // namespace
 
-void BindKv(nb::module_& m);  // kv.cc
+void BindKv(nb::module_& m);        // kv.cc
+void BindTracking(nb::module_& m);  // tracking.cc
 
 // Lance's log records go to Python's logging module, as logger
 // "lance.<target>". Called on Lance's threads: it takes the GIL only here,
@@ -118,6 +119,7 @@ NB_MODULE(_kv0, m) {
   kv0::python::BindArrow(m);
   kv0::python::BindLance(m);
   kv0::python::BindKv(m);
+  kv0::python::BindTracking(m);
   m.def(
       "set_lance_log_level",
       [](int level) {

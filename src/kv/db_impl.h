@@ -64,6 +64,9 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   // compaction.cc
   void CompactRange();
 
+  // purge.cc
+  PurgeStats Purge(bool force);
+
   // Everything else (db.cc)
   uint64_t version() const { return dataset_->version(); }
   std::vector<VersionInfo> Versions();
@@ -106,6 +109,10 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   void MaybeCompact(const std::vector<lance::FragmentInfo>& fragments);
   void Materialize();
   void RewriteFragments();
+
+  // purge.cc: whether the version `tag` names holds a put of a key the view
+  // does not hold now.
+  bool TagHoldsDeletedKeys(const std::string& tag);
 
   const std::string uri_;
   const Options options_;

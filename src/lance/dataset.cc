@@ -85,6 +85,19 @@ std::map<std::string, std::string> ReadMap(arrow::OwnedStream stream) {
 
 }  // namespace
 
+std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& options) {
+  auto kv = KeyValues(options);
+  arrow::OwnedStream stream;
+  Check(lance_list_dir(uri.c_str(), kv.data(), kv.size(), stream.get()), "list " + uri);
+  std::vector<std::string> out;
+  arrow::StreamReader reader(std::move(stream));
+  while (auto batch = reader.Next()) {
+    arrow::Utf8Column names(*batch, "name");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(names.value(i));
+  }
+  return out;
+}
+
 void UncommittedFragments::Free::operator()(LanceFragments* raw) const {
   lance_fragments_free(raw);
 }

@@ -188,6 +188,11 @@ class Dataset {
   std::unique_ptr<LanceDataset, Free> raw_;
 };
 
+// The names of the immediate children of the location uri (files and
+// directories; common prefixes on object stores), sorted. A location that
+// does not exist has none.
+std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& options);
+
 // Receives Lance's log records: level 1 (error) to 5 (trace).
 using LogCallback = void (*)(int level, const char* target, const char* message, void* user);
 // Installs callback (nullptr removes it) for records up to max_level.

@@ -69,7 +69,16 @@ OptimizeStats RepoImpl::Optimize() {
   Flush();
   std::lock_guard lock(flush_mu_);
   OptimizeStats stats;
+  LoadTombstones(true);
   FoldRuns(&stats);
+  // Rows of deleted runs that a writer racing the delete committed.
+  std::vector<std::string> deleted;
+  {
+    std::lock_guard deleted_lock(deleted_mu_);
+    deleted.assign(deleted_.begin(), deleted_.end());
+  }
+  std::sort(deleted.begin(), deleted.end());
+  if (!deleted.empty()) DeleteRowsOfRuns(deleted);
   SortMetrics(&stats);
   for (int table : {kParams, kSeries}) {
     PruneMarks(table);
@@ -94,11 +103,21 @@ void RepoImpl::FoldRuns(OptimizeStats* stats) {
   std::map<std::string, std::vector<RunRow>> by_run;
   for (auto& row : rows) by_run[row.record.run_id].push_back(std::move(row));
   std::vector<RunRow> folded;
-  for (auto& [id, run_rows] : by_run) {
-    // Rows of deleted runs are kept as they are (FoldRun leaves them).
-    for (auto& row : FoldRun(std::move(run_rows))) folded.push_back(std::move(row));
-  }
   uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+  for (auto& [id, run_rows] : by_run) {
+    auto tombstone = std::find_if(run_rows.begin(), run_rows.end(), IsTombstone);
+    if (tombstone == run_rows.end()) {
+      for (auto& row : FoldRun(std::move(run_rows))) folded.push_back(std::move(row));
+      continue;
+    }
+    // A deleted run keeps only its newest tombstone, until mark_ttl: no WAL
+    // older than that is replayed without replay_stale_wal.
+    for (const auto& row : run_rows) {
+      if (IsTombstone(row) && row.seq > tombstone->seq)
+        tombstone = run_rows.begin() + (&row - run_rows.data());
+    }
+    if (tombstone->seq >= stale_before) folded.push_back(*tombstone);
+  }
   for (const auto& [writer, mark] : marks) {
     if (mark.seq >= stale_before) folded.push_back(MarkRow(mark));
   }

@@ -197,6 +197,8 @@ TableVersions Repo::Versions() {
           t[kMetrics]->version()};
 }
 
+void Repo::DeleteRuns(std::span<const std::string> run_ids) { impl_->DeleteRuns(run_ids); }
+
 OptimizeStats Repo::Optimize() { return impl_->Optimize(); }
 
 void Repo::RecomputeSeriesStats(std::span<const uint64_t> ids) { impl_->MarkDirty(ids); }

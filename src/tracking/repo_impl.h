@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv0/tracking.h"
@@ -44,6 +45,7 @@ const char* TableName(int table);
 // What this handle knows of one series.
 struct SeriesState {
   uint64_t id = 0;
+  std::string run_id;
   bool has_last = false;
   int64_t last_step = 0;  // greatest step tracked or loaded, if has_last
   // The series' delta in the write buffer, valid while delta_generation
@@ -71,6 +73,7 @@ struct WriteBuffer {
 
 struct kv0::tracking::Run::State {
   std::string run_id;
+  bool deleted = false;  // a tombstone was seen: writes fail with NotFound
   // Series of this run by name and context (name, then "\0" and the context
   // JSON when it is not empty); values point into RepoImpl::series_. Looked
   // up by string_view, so tracking a known series allocates nothing.
@@ -135,6 +138,20 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // Flushes, then moves the table to its latest version; returns it.
   lance::Dataset& Latest(int table);
 
+  // delete.cc
+  void DeleteRuns(std::span<const std::string> run_ids);
+  // Reads tombstones from the runs fragments not read before; unless force,
+  // at most once a second. Marks the runs deleted in this handle.
+  void LoadTombstones(bool force);
+  bool IsDeleted(const std::string& run_id);
+  // Removes from buf every row of a deleted run, and every point whose series
+  // no live run names (holding write_mu_).
+  void DropDeletedLocked(WriteBuffer* buf);
+  // Deletes the rows of run_ids from every table but their tombstones, in
+  // the order points, statistics, series, params, runs, records. Tables with
+  // no such row get no commit.
+  void DeleteRowsOfRuns(const std::vector<std::string>& run_ids);
+
   // optimize.cc
   OptimizeStats Optimize();
   void FoldRuns(OptimizeStats* stats);
@@ -142,6 +159,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   void PruneMarks(int table);
 
   void CheckOpen() const;
+  // Throws NotFound for a run deleted since the handle was made (write_mu_).
+  void CheckLive(const Run::State& run) const;
 
   const std::string uri_;
   const RepoOptions options_;
@@ -160,6 +179,13 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::unordered_map<uint64_t, SeriesState> series_;  // series this handle knows
   std::map<std::string, RunInfo> runs_;               // records this handle knows
   std::map<std::string, std::weak_ptr<Run::State>> run_states_;
+
+  // Deleted runs, as the tombstones read so far say.
+  std::mutex deleted_mu_;  // after write_mu_ when both are held
+  std::unordered_set<std::string> deleted_;
+  std::unordered_set<uint64_t> tombstone_fragments_;  // runs fragments read for tombstones
+  uint64_t tombstone_version_ = 0;                    // runs version they were read at
+  int64_t tombstone_check_ns_ = 0;                    // steady clock
 
   std::atomic<bool> closed_{false};
   std::atomic<bool> flush_scheduled_{false};

@@ -2,6 +2,7 @@
 // columns added since they were written), the WAL and its replay.
 
 #include <set>
+#include <unordered_set>
 
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
@@ -60,6 +61,7 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   }
   std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
   repo->OpenTables();
+  repo->LoadTombstones(true);
   if (!IsMemoryUri(repo->uri_)) {
     repo->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + repo->uri_);
     repo->wal_ = wal::Log::Open(repo->wal_dir_, ToSyncMode(options.wal_sync));
@@ -194,8 +196,37 @@ void RepoImpl::ReplayAbandonedWals() {
   std::map<std::string, Mark> marks[kTableCount];
   for (int t = 0; t < kTableCount; ++t) marks[t] = ReadMarks(t);
   uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
+  // Replayed points whose series the WAL does not carry must name a series
+  // already committed; if none does (its run was deleted since), they are
+  // dropped with the other rows of deleted runs.
+  std::unordered_set<uint64_t> replayed_series, point_series;
+  for (auto& claimed : abandoned) {
+    for (const auto& bytes : claimed.records) {
+      WalRecord record = DecodeWalRecord(bytes);
+      if (auto* series = std::get_if<SeriesRecord>(&record)) {
+        replayed_series.insert(series->series.series_id);
+      } else if (auto* points = std::get_if<PointsRecordData>(&record)) {
+        for (const auto& [id, delta] : points->points.deltas) point_series.insert(id);
+      }
+    }
+  }
+  std::vector<uint64_t> lookup;
+  for (uint64_t id : point_series) {
+    if (!replayed_series.count(id)) lookup.push_back(id);
+  }
+  std::vector<SeriesInfo> stored;
+  for (size_t i = 0; i < lookup.size(); i += 500) {
+    std::vector<uint64_t> part(lookup.begin() + i,
+                               lookup.begin() + std::min(lookup.size(), i + 500));
+    for (auto& s : ReadSeries(SqlIn("series_id", part))) stored.push_back(std::move(s));
+  }
   {
     std::lock_guard lock(write_mu_);
+    for (const auto& s : stored) {
+      SeriesState& known = series_[s.series_id];
+      known.id = s.series_id;
+      known.run_id = s.run_id;
+    }
     for (auto& claimed : abandoned) {
       for (const auto& bytes : claimed.records) {
         WalRecord record = DecodeWalRecord(bytes);
@@ -226,6 +257,9 @@ void RepoImpl::ReplayAbandonedWals() {
             buffer_.params.push_back({params->seq, params->run_id, std::move(row)});
           }
         } else if (auto* series = std::get_if<SeriesRecord>(&record)) {
+          SeriesState& known = series_[series->series.series_id];
+          known.id = series->series.series_id;
+          known.run_id = series->series.run_id;
           buffer_.series.push_back(std::move(series->series));
         } else {
           buffer_.points.Append(std::move(std::get<PointsRecordData>(record).points));

@@ -122,21 +122,27 @@ std::map<std::string, nlohmann::json> RepoImpl::ReadParams(const std::string& fi
           Leaf{std::string(key.value(i)), std::move(parsed), seq.value(i)});
     }
   }
+  LoadTombstones(true);
   std::map<std::string, nlohmann::json> out;
-  for (auto& [id, leaves] : by_run) out[id] = Unflatten(std::move(leaves));
+  for (auto& [id, leaves] : by_run) {
+    if (!IsDeleted(id)) out[id] = Unflatten(std::move(leaves));
+  }
   return out;
 }
 
 std::vector<SeriesInfo> RepoImpl::ReadSeries(const std::string& filter) {
   lance::ScanOptions scan;
   scan.filter = filter.empty() ? "series_id <> 0" : "series_id <> 0 AND " + filter;
+  LoadTombstones(true);
   std::vector<SeriesInfo> out;
   std::unordered_set<uint64_t> seen;
   auto reader = Latest(kSeries).Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::UInt64Column id(*batch, "series_id");
     for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      if (seen.insert(id.value(i)).second) out.push_back(DecodeSeries(*batch, i));
+      if (!seen.insert(id.value(i)).second) continue;
+      SeriesInfo info = DecodeSeries(*batch, i);
+      if (!IsDeleted(info.run_id)) out.push_back(std::move(info));
     }
   }
   std::sort(out.begin(), out.end(), [](const SeriesInfo& a, const SeriesInfo& b) {

@@ -48,6 +48,12 @@ void CheckRecord(const RunInfo& info) {
 
 }  // namespace
 
+void RepoImpl::CheckLive(const Run::State& run) const {
+  if (run.deleted) {
+    throw Error(Code::kNotFound, "run " + run.run_id + " was deleted from " + uri_);
+  }
+}
+
 void SetFlushHookForTesting(void (*hook)(const char* table)) { flush_hook = hook; }
 
 std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
@@ -117,6 +123,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
   for (const auto& s : series) {
     SeriesState& known = series_[s.series_id];
     known.id = s.series_id;
+    known.run_id = run_id;
     auto delta = deltas.find(s.series_id);
     if (delta != deltas.end() && !delta->second.empty()) {
       known.last_step = known.has_last ? std::max(known.last_step, delta->second.last_step())
@@ -133,6 +140,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
 RunInfo RepoImpl::UpdateKnown(Run::State& run, const std::function<void(RunInfo&)>& change) {
   std::unique_lock lock(write_mu_);
   CheckOpen();
+  CheckLive(run);
   auto it = runs_.find(run.run_id);
   if (it == runs_.end()) {
     lock.unlock();
@@ -174,6 +182,7 @@ void RepoImpl::SetParams(Run::State& run, const nlohmann::json& params) {
   auto rows = Flatten(params);  // validates before anything is logged
   std::lock_guard lock(write_mu_);
   CheckOpen();
+  CheckLive(run);
   uint64_t seq = clock_.Next();
   LogLocked(EncodeParamsRecord(seq, run.run_id, params));
   buffer_.wal_seq[kParams] = std::max(buffer_.wal_seq[kParams], seq);
@@ -198,6 +207,7 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
   {
     std::lock_guard lock(write_mu_);
     CheckOpen();
+    CheckLive(run);
     std::string context_key;
     std::string_view key = name;
     if (!opts.context.empty()) {
@@ -214,6 +224,7 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
       series = &it->second;
       series->id = id;
       if (is_new) {
+        series->run_id = run.run_id;
         SeriesInfo info{id, run.run_id, std::string(name), opts.context, NowMicros()};
         uint64_t seq = clock_.Next();
         LogLocked(EncodeSeriesRecord(seq, info));
@@ -298,6 +309,13 @@ void RepoImpl::Flush() {
 
 void RepoImpl::FlushLocked() {
   last_flush_ns_ = SteadyNanos();
+  {
+    std::lock_guard lock(write_mu_);
+    if (buffer_.empty()) return;
+  }
+  // Other writers' deletes, checked at most once a second: rows of runs
+  // deleted elsewhere are dropped instead of committed.
+  LoadTombstones(false);
   WriteBuffer buf;
   uint64_t sealed = 0;
   {
@@ -306,6 +324,7 @@ void RepoImpl::FlushLocked() {
     WriteStagedPointsLocked();
     std::swap(buf, buffer_);
     buffer_.generation = buf.generation + 1;
+    DropDeletedLocked(&buf);
     // Sealing under the lock that took the rows makes the sealed segments
     // hold exactly what this flush commits.
     if (wal_) sealed = wal_->Seal();
@@ -321,7 +340,12 @@ void RepoImpl::FlushLocked() {
   bool committed[kTableCount] = {false, false, false, false};
   try {
     if (!buf.runs.empty()) {
-      tables_[kRuns]->Append(RunsStream(buf.runs, mark(kRuns)));
+      auto commit = tables_[kRuns]->Append(RunsStream(buf.runs, mark(kRuns)));
+      {
+        // Tombstones are never buffered: this commit holds none to read.
+        std::lock_guard lock(deleted_mu_);
+        tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
+      }
       buf.runs.clear();
       committed[kRuns] = true;
       last_mark_[kRuns] = buf.wal_seq[kRuns];

@@ -62,6 +62,15 @@ const arrow::Schema& MetricsSchema() {
   return schema;
 }
 
+const arrow::Schema& RecordsSchema() {
+  static const arrow::Schema schema = {
+      {"seq", Type::kUInt64, false}, {"table_name", Type::kUtf8, false},
+      {"run_id", Type::kUtf8, true}, {"item_id", Type::kUtf8, false},
+      {"data", Type::kUtf8, false},  {"created_at", Type::kTimestampUs, false},
+  };
+  return schema;
+}
+
 const arrow::Schema& MetricsLateColumns() {
   static const arrow::Schema schema = {{"stats", Type::kBinary, true}};
   return schema;

@@ -24,6 +24,10 @@ const arrow::Schema& SeriesSchema();
 // deltas and WAL marks in the `stats` column.
 const arrow::Schema& MetricsSchema();
 
+// records/<escaped table>.lance: one row per write of a (run_id, item_id)
+// key of one records table; the newest seq of a key wins. data is JSON text.
+const arrow::Schema& RecordsSchema();
+
 // Columns added after the first version of a table; opening a table that
 // lacks them adds them as all-null columns (a metadata-only commit).
 const arrow::Schema& RunsLateColumns();     // fields, kind, target
@@ -55,5 +59,10 @@ inline constexpr std::string_view kRunsTable = "runs.lance";
 inline constexpr std::string_view kParamsTable = "params.lance";
 inline constexpr std::string_view kSeriesTable = "series.lance";
 inline constexpr std::string_view kMetricsTable = "metrics.lance";
+// The directory holding one dataset per records table.
+inline constexpr std::string_view kRecordsDir = "records";
+// The single records table of earlier kv0 versions (same schema, every
+// table's rows), migrated into records/ and kept.
+inline constexpr std::string_view kLegacyRecordsTable = "records.lance";
 
 }  // namespace kv0::tracking

@@ -1415,3 +1415,107 @@ TEST_F(RepoTest, OptimizeSortsInPassesThatFitItsMemoryBound) {
 
 }  // namespace
 }  // namespace kv0::tracking
+
+namespace kv0::tracking {
+namespace {
+
+// --- Deleting runs ------------------------------------------------------------
+
+TEST_F(RepoTest, DeletedRunsVanishFromEveryReadAndTable) {
+  Repo repo = Open();
+  tracking::Run gone = repo.CreateRun(NewRun{.name = "gone"});
+  tracking::Run kept = repo.CreateRun(NewRun{.name = "kept"});
+  for (tracking::Run* run : {&gone, &kept}) {
+    run->SetParams({{"lr", 0.1}});
+    for (int i = 0; i < 10; ++i) run->Track(i, "loss");
+  }
+  repo.Flush();
+  uint64_t gone_series = SeriesId(gone.run_id(), "loss", nlohmann::json::object());
+  uint64_t kept_series = SeriesId(kept.run_id(), "loss", nlohmann::json::object());
+
+  std::vector<std::string> ids = {gone.run_id(), "no-such-run"};
+  repo.DeleteRuns(ids);
+
+  ASSERT_EQ(repo.Runs().size(), 1u);
+  EXPECT_EQ(repo.Runs()[0].run_id, kept.run_id());
+  EXPECT_FALSE(repo.GetRun(gone.run_id()));
+  EXPECT_EQ(repo.AllParams().count(gone.run_id()), 0u);
+  EXPECT_EQ(repo.Params(gone.run_id()), nlohmann::json::object());
+  EXPECT_TRUE(repo.Series(gone.run_id()).empty());
+  EXPECT_EQ(repo.AllSeries().size(), 1u);
+  EXPECT_TRUE(RawSteps(Uri(), gone_series).empty());
+  EXPECT_EQ(RawSteps(Uri(), kept_series).size(), 10u);
+  EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{gone_series}).count(gone_series), 0u);
+  // Only the tombstone is left of the run.
+  auto rows = RawRunsOf(Uri(), gone.run_id());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].fields, std::optional<uint32_t>(kFieldDeleted));
+  EXPECT_EQ(CountEqual(RawStrings(Uri(), kParamsTable, "run_id"), gone.run_id()), 0u);
+  EXPECT_EQ(CountEqual(RawStrings(Uri(), kSeriesTable, "run_id"), gone.run_id()), 0u);
+
+  // The handle's next write to the run fails.
+  try {
+    gone.Track(1, "loss");
+    FAIL() << "tracking a deleted run succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kNotFound);
+  }
+  EXPECT_THROW(gone.Finish(), Error);
+  EXPECT_THROW(repo.UpdateRun(gone.run_id(), [](RunInfo& r) { r.name = "x"; }), Error);
+}
+
+TEST_F(RepoTest, AWriterRacingADeleteCommitsAtMostOneHiddenFlush) {
+  Repo writer = Open();
+  Repo deleter = Open();
+  tracking::Run run = writer.CreateRun(NewRun{.name = "raced"});
+  for (int i = 0; i < 5; ++i) run.Track(i, "loss");
+  writer.Flush();  // the writer has just looked for tombstones
+  uint64_t series = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+
+  std::vector<std::string> ids = {run.run_id()};
+  deleter.DeleteRuns(ids);
+  // Within a second of its last look, the writer does not see the
+  // tombstone: this flush commits rows that every read hides.
+  for (int i = 5; i < 8; ++i) run.Track(i, "loss");
+  writer.Flush();
+  size_t hidden = RawSteps(Uri(), series).size();
+  EXPECT_LE(hidden, 3u);
+  EXPECT_TRUE(deleter.Runs().empty());
+  EXPECT_TRUE(deleter.AllSeries().empty());
+  EXPECT_TRUE(writer.Runs().empty());
+
+  // A second later the writer's flush finds the tombstone, drops its
+  // buffered rows and refuses the run's next write.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  for (int i = 8; i < 10; ++i) run.Track(i, "loss");
+  writer.Flush();
+  EXPECT_EQ(RawSteps(Uri(), series).size(), hidden);
+  EXPECT_THROW(run.Track(10, "loss"), Error);
+
+  // optimize removes the hidden rows; the tombstone stays.
+  deleter.Optimize();
+  EXPECT_TRUE(RawSteps(Uri(), series).empty());
+  auto rows = RawRunsOf(Uri(), run.run_id());
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].fields, std::optional<uint32_t>(kFieldDeleted));
+}
+
+TEST_F(RepoTest, OptimizeDropsTombstonesOlderThanMarkTtl) {
+  RepoOptions options = Opts();
+  options.mark_ttl = std::chrono::seconds(1);
+  Repo repo = Repo::Open(Uri(), options);
+  tracking::Run run = repo.CreateRun(NewRun{.name = "old"});
+  run.Track(1, "loss");
+  repo.Flush();
+  std::vector<std::string> ids = {run.run_id()};
+  repo.DeleteRuns(ids);
+  repo.Optimize();
+  EXPECT_EQ(RawRunsOf(Uri(), run.run_id()).size(), 1u);  // young: kept
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  repo.Optimize();
+  EXPECT_TRUE(RawRunsOf(Uri(), run.run_id()).empty());
+  EXPECT_TRUE(repo.Runs().empty());
+}
+
+}  // namespace
+}  // namespace kv0::tracking

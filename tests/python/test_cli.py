@@ -1,12 +1,17 @@
 """The kv0 command-line tool, run as a user would."""
 
+import json
+import os
 import pathlib
 import subprocess
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-KV0 = ROOT / "build" / "kv0"
+# The build to test: build/ (scripts/setup.sh), or $KV0_BUILD_DIR.
+BUILD = pathlib.Path(os.environ.get("KV0_BUILD_DIR", ROOT / "build"))
+KV0 = BUILD / "kv0"
+DEMO = BUILD / "kv0_demo"
 
 pytestmark = pytest.mark.skipif(not KV0.exists(), reason="build/kv0 is built by scripts/setup.sh")
 
@@ -62,3 +67,152 @@ def test_bad_input_is_reported(tmp_path):
     assert usage.returncode == 2 and "usage" in usage.stderr
     missing = kv0("info", tmp_path / "nothing", env_wal=wal, check=False)
     assert missing.returncode == 1 and "NotFound" in missing.stderr
+
+
+# --- Experiment tracking ------------------------------------------------------
+
+
+def run_demo(directory):
+    """Runs the demo into directory; returns (tracking repository, run id)."""
+    if not DEMO.exists():
+        pytest.skip("build/kv0_demo is built by scripts/setup.sh")
+    out = subprocess.run([str(DEMO), str(directory)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    logged = [line for line in out.stdout.splitlines() if line.startswith("logged run ")]
+    assert len(logged) == 1, out.stdout
+    return directory / "tracking", logged[0].split()[2]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    return run_demo(tmp_path_factory.mktemp("demo"))
+
+
+def kv0_json(*args, env_wal):
+    return json.loads(kv0(*args, "--json", env_wal=env_wal).stdout)
+
+
+def test_demo_shows_both_layers(tmp_path):
+    run_demo(tmp_path)
+    out = subprocess.run([str(DEMO), str(tmp_path)], capture_output=True, text=True,
+                         env={"PATH": "/usr/bin:/bin"}, check=True).stdout
+    for expected in ["mlp-baseline", "parameters:", '"momentum": 0.9', "training loss",
+                     "fruit/cherry = 6 letters", "deleted fruit/banana; get -> (none)"]:
+        assert expected in out
+    assert "veg/carrot" not in out.split("scan [fruit/, fruit0):")[1]
+    assert (tmp_path / "kv").is_dir() and (tmp_path / "wal").is_dir()
+    # The second run started afresh: one run in the repository.
+    assert len(kv0_json("runs", tmp_path / "tracking", env_wal=tmp_path / "cli-wal")) == 1
+
+
+def test_runs_and_run(demo, tmp_path):
+    repo, run_id = demo
+    wal = tmp_path / "wal"
+    runs = kv0_json("runs", repo, env_wal=wal)
+    assert [r["run_id"] for r in runs] == [run_id]
+    run = runs[0]
+    assert run["name"] == "mlp-baseline" and run["experiment"] == "digits"
+    assert run["status"] == "finished" and run["kind"] == "training"
+    assert run["target"] == {"dataset": "digits", "model": "mlp"}
+    assert run["ended_at_us"] >= run["created_at_us"] > 0
+
+    table = kv0("runs", repo, env_wal=wal).stdout.splitlines()
+    assert table[0].split()[:4] == ["run_id", "name", "experiment", "status"]
+    assert table[1].split()[:4] == [run_id, "mlp-baseline", "digits", "finished"]
+
+    assert kv0_json("run", repo, run_id, env_wal=wal) == run
+    record = kv0("run", repo, run_id, env_wal=wal).stdout
+    assert f"run_id       {run_id}" in record and "status       finished" in record
+
+
+def test_params(demo, tmp_path):
+    repo, run_id = demo
+    wal = tmp_path / "wal"
+    assert kv0_json("params", repo, run_id, env_wal=wal) == {
+        "lr": 0.01,
+        "batch_size": 64,
+        "optimizer": {"name": "sgd", "momentum": 0.9},
+        "model": {"hidden": [128, 64], "dropout": 0.2},
+    }
+    lines = kv0("params", repo, run_id, env_wal=wal).stdout.splitlines()
+    assert lines == ["batch_size = 64", "lr = 0.01", "model.dropout = 0.2",
+                     "model.hidden = [128,64]", "optimizer.momentum = 0.9",
+                     'optimizer.name = "sgd"']
+
+
+def test_metrics(demo, tmp_path):
+    repo, run_id = demo
+    wal = tmp_path / "wal"
+    series = kv0_json("metrics", repo, run_id, env_wal=wal)
+    by_key = {(s["name"], s["context"]["subset"]): s for s in series}
+    assert sorted(by_key) == [("accuracy", "train"), ("accuracy", "val"), ("loss", "train"),
+                              ("loss", "val")]
+    train_loss = by_key[("loss", "train")]
+    assert train_loss["run_id"] == run_id
+    assert train_loss["stats"]["count"] == 500 and train_loss["stats"]["last_step"] == 499
+    assert train_loss["stats"]["min"] <= train_loss["stats"]["last"] <= train_loss["stats"]["max"]
+    assert by_key[("loss", "val")]["stats"]["count"] == 10
+    table = kv0("metrics", repo, run_id, env_wal=wal).stdout
+    assert '{"subset":"train"}' in table and "0..499" in table
+
+    points = kv0_json("metrics", repo, run_id, "loss", "--steps", "10:20", env_wal=wal)
+    by_subset = {p["context"]["subset"]: p["points"] for p in points}
+    assert by_subset["train"]["steps"] == list(range(10, 20))
+    assert by_subset["train"]["epochs"] == [0] * 10
+    assert by_subset["val"]["steps"] == []
+    tail = kv0_json("metrics", repo, run_id, "accuracy", "--steps", "495:", env_wal=wal)
+    assert {p["context"]["subset"]: p["points"]["steps"] for p in tail} == {
+        "train": [495, 496, 497, 498, 499], "val": [499]}
+    head = kv0_json("metrics", repo, run_id, "loss", "--steps", ":3", env_wal=wal)
+    assert [p["points"]["steps"] for p in head if p["context"]["subset"] == "train"] == [[0, 1, 2]]
+    text = kv0("metrics", repo, run_id, "loss", "--steps", "10:12", env_wal=wal).stdout
+    assert 'loss {"subset":"train"}: 2 points' in text
+
+
+def test_tracking_errors(demo, tmp_path):
+    repo, run_id = demo
+    wal = tmp_path / "wal"
+    missing = kv0("run", repo, "no-such-run", env_wal=wal, check=False)
+    assert missing.returncode == 1 and "run no-such-run not found" in missing.stderr
+    for args in [("params", repo, "no-such-run"), ("metrics", repo, "no-such-run")]:
+        result = kv0(*args, env_wal=wal, check=False)
+        assert result.returncode == 1 and "not found" in result.stderr
+    no_series = kv0("metrics", repo, run_id, "nope", env_wal=wal, check=False)
+    assert no_series.returncode == 1 and "no series named nope" in no_series.stderr
+    bad_steps = kv0("metrics", repo, run_id, "loss", "--steps", "a:b", env_wal=wal, check=False)
+    assert bad_steps.returncode == 2 and "--steps" in bad_steps.stderr
+    nothing = kv0("runs", tmp_path / "nothing", env_wal=wal, check=False)
+    assert nothing.returncode == 1 and "no tracking repository" in nothing.stderr
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_optimize(tmp_path):
+    repo, run_id = run_demo(tmp_path / "demo")
+    wal = tmp_path / "wal"
+    before = kv0_json("metrics", repo, run_id, "loss", env_wal=wal)
+    first = kv0_json("optimize", repo, env_wal=wal)
+    assert first["points_rewritten"] >= 1020
+    second = kv0_json("optimize", repo, env_wal=wal)
+    assert second["points_rewritten"] == 0 and not second["full_rewrite"]
+    assert second["run_rows_after"] == second["run_rows_before"]
+    assert kv0_json("metrics", repo, run_id, "loss", env_wal=wal) == before
+    assert "points rewritten: 0" in kv0("optimize", repo, env_wal=wal).stdout
+
+
+def test_storage_options_reach_the_repository(s3_bucket, tmp_path):
+    tracking = pytest.importorskip("kv0.tracking")
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/tracking"
+    with tracking.Repo(uri, storage_options=options, wal_dir=tmp_path / "py-wal") as repo:
+        run = repo.create_run(name="on-s3")
+        for step in range(5):
+            run.track(0.5 * step, "loss", step=step)
+        run.finish()
+    flags = [arg for k, v in options.items() for arg in ("--storage-option", f"{k}={v}")]
+    wal = tmp_path / "wal"
+    runs = kv0_json("runs", uri, *flags, env_wal=wal)
+    assert [r["name"] for r in runs] == ["on-s3"]
+    points = kv0_json("metrics", uri, runs[0]["run_id"], "loss", "--steps", "1:3", *flags,
+                      env_wal=wal)
+    assert [p["points"]["steps"] for p in points] == [[1, 2]]

@@ -222,6 +222,50 @@ def test_compact_refresh_cleanup(tmp_path, opts):
     b.close()
 
 
+def _files_containing(root, needle):
+    found = []
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                if needle in f.read():
+                    found.append(path)
+    return found
+
+
+def test_purge(tmp_path, opts):
+    path = str(tmp_path / "p")
+    secret = b"SECRET-" + os.urandom(8).hex().encode()
+    db = kv0.DB(path, **opts)
+    db.put(b"live", b"1")
+    db.put(b"gone", secret)
+    db.flush()
+    db.create_tag("t1")
+    db.delete(b"gone")
+    db.flush()
+    versions = len(db.versions())
+    assert _files_containing(path, secret)
+
+    with pytest.raises(errors.Busy, match="t1"):
+        db.purge()
+    assert db.tags() == {"t1": db.tags()["t1"]}
+    assert len(db.versions()) == versions
+
+    stats = db.purge(force=True)
+    assert stats["tags_deleted"] == ["t1"]
+    assert stats["versions_removed"] > 0 and stats["bytes_removed"] > 0
+    assert db.tags() == {}
+    assert len(db.versions()) == 1
+    assert _files_containing(path, secret) == []
+    assert db.get(b"live") == b"1" and db.get(b"gone") is None
+    assert db.purge()["tags_deleted"] == []
+    assert len(db.versions()) == 1
+    db.close()
+
+    with kv0.DB(path, **opts) as again:
+        assert again.get(b"live") == b"1" and again.get(b"gone") is None
+
+
 RUN_CHILD = textwrap.dedent("""
     import sys, kv0
     db = kv0.DB(sys.argv[1], wal_dir=sys.argv[2], flush_interval=3600.0)

@@ -139,6 +139,14 @@ int32_t lance_dataset_exists(const char *uri,
                              size_t options_len,
                              bool *out_exists);
 
+// Lists the names of the immediate children of the location `uri` (files
+// and directories, or common prefixes on object stores) as a stream of
+// (name utf8), sorted. A location that does not exist has no children.
+int32_t lance_list_dir(const char *uri,
+                       const struct LanceKeyValue *options,
+                       size_t options_len,
+                       struct ArrowArrayStream *out_stream);
+
 // Closes a handle. NULL is accepted.
 void lance_dataset_free(struct LanceDataset *dataset);
 

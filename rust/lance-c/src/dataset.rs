@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::ffi::c_char;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use arrow::array::{StringArray, TimestampMicrosecondArray, UInt64Array};
 use arrow::ffi::FFI_ArrowSchema;
@@ -12,7 +12,7 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
 use lance::dataset::{AutoCleanupParams, WriteMode, WriteParams};
-use lance::io::{ObjectStoreParams, StorageOptionsAccessor};
+use lance::io::{ObjectStore, ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
 use lance::Dataset;
 
 use crate::error::{guard, Failure, Result, LANCE_NOT_FOUND};
@@ -175,6 +175,49 @@ pub unsafe extern "C" fn lance_dataset_exists(
             }
         };
         Ok(())
+    })
+}
+
+/// Object stores for `lance_list_dir`, shared so that a store (an S3
+/// client, say) is built once per location and options.
+static LIST_REGISTRY: LazyLock<Arc<ObjectStoreRegistry>> =
+    LazyLock::new(|| Arc::new(ObjectStoreRegistry::default()));
+
+/// Lists the names of the immediate children of the location `uri` (files
+/// and directories, or common prefixes on object stores) as a stream of
+/// (name utf8), sorted. A location that does not exist has no children.
+#[no_mangle]
+pub unsafe extern "C" fn lance_list_dir(
+    uri: *const c_char,
+    options: *const LanceKeyValue,
+    options_len: usize,
+    out_stream: *mut FFI_ArrowArrayStream,
+) -> i32 {
+    guard(|| {
+        let uri = text(uri, "uri")?.to_owned();
+        let options = storage_options(options, options_len)?;
+        let listed = block_on(async move {
+            let registry = LIST_REGISTRY.clone();
+            let (store, path) =
+                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            store.read_dir(path).await
+        });
+        let mut names = match listed {
+            Ok(names) => names,
+            Err(err) => {
+                let failure = Failure::from(err);
+                if failure.code != LANCE_NOT_FOUND {
+                    return Err(failure);
+                }
+                Vec::new()
+            }
+        };
+        names.sort();
+        names.dedup();
+        let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, false)]));
+        let column = StringArray::from_iter_values(names.iter());
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(column)])?;
+        give_batches(schema, vec![batch], out_stream)
     })
 }
 

@@ -1,0 +1,160 @@
+"""kv0.tracking: the storage of an experiment tracker.
+
+A repository is a location (a local directory or an object-store URI) holding
+four Lance datasets, readable by any Lance reader:
+
+- ``runs.lance``: one row per change of a run's record
+- ``params.lance``: one row per (run, dotted parameter key) change
+- ``series.lance``: one row per metric series (run, name, context)
+- ``metrics.lance``: the points, plus statistics rows
+
+Writing::
+
+    with kv0.tracking.Repo("runs/") as repo:
+        with repo.create_run(name="baseline", experiment="mnist") as run:
+            run.set_params({"optimizer": {"name": "adam", "lr": 1e-3}})
+            for step in range(1000):
+                run.track(loss, "loss", step=step, context={"subset": "train"})
+
+``Run.track`` and ``Run.set_params`` only append to a buffer of the Repo
+handle and to a local write-ahead log; the buffer is committed every
+``flush_rows`` points, every ``flush_interval`` seconds, on ``flush()``,
+``Run.finish()`` and ``close()``. A process that dies before a commit loses little: the next
+open replays its write-ahead log. Parameters and run changes reach the log
+file at once; points are staged and reach it in batches, at the latest one
+background tick (20 ms) after ``track()`` (at once with
+``wal_sync="always"``), so a crash loses at most the points of its last tick.
+
+Reading: every query flushes the handle's buffer first and reads the latest
+version of the tables, so a handle reads its own writes and everything other
+writers committed. Records come back as dicts with the keys of the JSON form
+of the C++ types (include/kv0/tracking.h); times are ints of microseconds
+since the Unix epoch (UTC), ``*_us`` keys.
+
+Times given to kv0 (``created_at``, ``ended_at``, ``timestamp``,
+``start_time``, ``stop_time``, and the ``created_at_us`` and ``ended_at_us``
+fields of an update) are a ``datetime`` (a naive one is taken as UTC) or an
+int of microseconds since the Unix epoch.
+
+Repo and Run are thread-safe, and many processes may write to one
+repository at once. Failures raise the exceptions of kv0.errors (NotFound,
+InvalidArgument, NotSupported once the Repo is closed, ...); values of the
+wrong Python type raise TypeError.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import weakref
+from typing import Any, Mapping, Optional, Union
+
+from kv0._kv0 import tracking as _native
+
+Run = _native.Run
+series_id = _native.series_id
+
+__all__ = ["Repo", "Run", "series_id"]
+
+_open_repos: "weakref.WeakSet[Repo]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_repos() -> None:
+    # A script that never closes its Repo keeps its writes.
+    for repo in list(_open_repos):
+        try:
+            repo.close()
+        except Exception:  # the WAL keeps them; the next open replays
+            pass
+
+
+class Repo(_native._Repo):
+    """A handle on a tracking repository, opened (and created if missing).
+
+    Repo(uri, *, storage_options=None, flush_rows=50000, flush_interval=5.0,
+         max_fragments=32, optimize_memory=256 << 20,
+         version_retention=7 * 86400, wal_dir=None, wal_sync="batch",
+         mark_ttl=30 * 86400, replay_stale_wal=False)
+
+    uri: a directory (str or path) or an object-store URI (s3://, gs://,
+    az://, memory://). storage_options: object-store settings handed to
+    Lance (aws_endpoint, aws_region, ...). flush_rows: buffered points that
+    trigger a commit (a writer that gets twice as far ahead of the
+    background commit waits for it). flush_interval: seconds between
+    commits of a non-empty buffer. max_fragments: a table with more
+    fragments after a commit is compacted. optimize_memory: bytes the
+    sorted rewrite of optimize() may hold. version_retention: seconds
+    Lance keeps old table versions. wal_dir: root of the local write-ahead
+    logs (default $KV0_WAL_DIR, else ~/.cache/kv0/wal). wal_sync: "none",
+    "batch" (fsync on each commit) or "always" (fsync on each write).
+    mark_ttl: seconds WAL marks are kept. replay_stale_wal: replay a WAL
+    older than mark_ttl instead of refusing to open.
+
+    Writing: create_run, resume_run, update_run, flush, close.
+    Reading: runs, run, params, all_params, series, all_series,
+    series_stats, read_many, read_many_in, latest_versions, versions.
+    Maintenance: optimize, recompute_series_stats.
+
+    A Repo is a context manager that closes it on exit; a Repo dropped or
+    left open at interpreter exit is closed too. Runs created through it
+    keep it alive.
+    """
+
+    def __init__(
+        self,
+        uri: Union[str, os.PathLike],
+        *,
+        storage_options: Optional[Mapping[str, str]] = None,
+        flush_rows: int = 50000,
+        flush_interval: float = 5.0,
+        max_fragments: int = 32,
+        optimize_memory: int = 256 << 20,
+        version_retention: float = 7 * 86400,
+        wal_dir: Optional[Union[str, os.PathLike]] = None,
+        wal_sync: str = "batch",
+        mark_ttl: float = 30 * 86400,
+        replay_stale_wal: bool = False,
+    ) -> None:
+        super().__init__(
+            os.fspath(uri),
+            storage_options=None if storage_options is None else dict(storage_options),
+            flush_rows=flush_rows,
+            flush_interval=float(flush_interval),
+            max_fragments=max_fragments,
+            optimize_memory=optimize_memory,
+            version_retention=float(version_retention),
+            wal_dir=None if wal_dir is None else os.fspath(wal_dir),
+            wal_sync=wal_sync,
+            mark_ttl=float(mark_ttl),
+            replay_stale_wal=replay_stale_wal,
+        )
+        self._opened = True
+        _open_repos.add(self)
+
+    def close(self) -> None:
+        """Commits everything buffered and closes the handle; later calls
+        raise kv0.errors.NotSupported. Closing twice is allowed."""
+        super().close()
+        _open_repos.discard(self)
+
+    def __enter__(self) -> "Repo":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A handle dropped without close() still commits its writes.
+        if not self.__dict__.get("_opened"):
+            return  # the open failed: nothing to close
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        if not self.__dict__.get("_opened"):
+            return "<kv0.tracking.Repo (not open)>"
+        state = " closed" if self.closed else ""
+        return f"<kv0.tracking.Repo {self.uri!r}{state}>"

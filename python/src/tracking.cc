@@ -1,0 +1,816 @@
+// Python bindings of kv0::tracking: the native submodule kv0._kv0.tracking,
+// with _Repo (which kv0.tracking.Repo, python/kv0/tracking.py, extends),
+// Run and series_id.
+//
+// The GIL. Every call into kv0 releases the GIL, as kv.cc does: Lance's log
+// callback (module.cc) takes the GIL on Lance's runtime threads, so a
+// thread that waits on Lance, or on a kv0 lock held by a thread that waits
+// on Lance, while holding the GIL can deadlock with it.
+//
+// Run.track, the hot path, releases it too, although Run::Track normally
+// only appends to the in-memory buffer and the local-file WAL under a lock
+// that no thread holds while calling Lance. Keeping the GIL there would be
+// faster when other Python threads compete for it (measured: about 1.5M
+// calls/s kept, 0.5-1M released, with one CPU-bound Python thread beside;
+// single-threaded both run at 1.5-2.5M calls/s), but Run::Track is not
+// always that cheap: once the buffer holds 2 * flush_rows points it calls
+// Repo::Flush() itself (the background flush is not keeping up), which
+// waits on flush_mu_, held by a flush that is inside Lance. Holding the GIL
+// there deadlocks as soon as Lance logs from its runtime threads during that
+// flush (reproduced with set_lance_log_level(5) and flush_rows=10: the main
+// thread blocks in RepoImpl::Flush, a lance-c thread in PyGILState_Ensure).
+// Track may keep the GIL again (drop the gil_scoped_release below) once the
+// log callback never blocks on the GIL or Track no longer flushes inline.
+//
+// Values. Parameters, contexts and targets convert to and from JSON with
+// json_convert.h; the result structs (RunInfo, SeriesInfo, SeriesStats...)
+// convert to dicts directly here, with the keys of their JSON form. Times
+// are taken as a datetime (naive means UTC) or an int of microseconds since
+// the Unix epoch, and returned as ints of microseconds.
+
+#include "kv0/tracking.h"
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "arrow_capsule.h"
+#include "json_convert.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace kv0::python {
+namespace {
+
+namespace tr = kv0::tracking;
+
+// --- Arguments --------------------------------------------------------------
+
+// datetime.datetime, timezone.utc, the epoch as an aware datetime and
+// timedelta(microseconds=1), looked up once when the module is imported.
+// Never freed: they must outlive every call, interpreter shutdown included.
+struct TimeTypes {
+  PyObject* datetime;
+  PyObject* utc;
+  PyObject* epoch;
+  PyObject* one_us;
+};
+TimeTypes* g_time = nullptr;
+
+void InitTimeTypes() {
+  nb::module_ dt = nb::module_::import_("datetime");
+  nb::object datetime = dt.attr("datetime");
+  nb::object utc = dt.attr("timezone").attr("utc");
+  nb::object epoch = datetime(1970, 1, 1, "tzinfo"_a = utc);
+  nb::object one_us = dt.attr("timedelta")("microseconds"_a = 1);
+  g_time = new TimeTypes{datetime.release().ptr(), utc.release().ptr(), epoch.release().ptr(),
+                         one_us.release().ptr()};
+}
+
+[[noreturn]] void ThrowPython(PyObject* type, const std::string& message) {
+  PyErr_SetString(type, message.c_str());
+  throw nb::python_error();
+}
+
+std::string TypeName(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
+
+// A time argument: an int of microseconds since the Unix epoch (UTC), or a
+// datetime, naive ones taken as UTC. A float is refused rather than guessed
+// at (seconds from time.time(), or microseconds?).
+int64_t Micros(nb::handle obj, const char* what) {
+  PyObject* o = obj.ptr();
+  if (PyLong_Check(o) && !PyBool_Check(o)) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow != 0) ThrowPython(PyExc_OverflowError, std::string(what) + " is out of range");
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    return v;
+  }
+  int is_datetime = PyObject_IsInstance(o, g_time->datetime);
+  if (is_datetime < 0) throw nb::python_error();
+  if (is_datetime == 0) {
+    throw nb::type_error((std::string(what) +
+                          " must be a datetime or an int of microseconds since the Unix epoch, "
+                          "not " +
+                          TypeName(obj))
+                             .c_str());
+  }
+  nb::object dt = nb::borrow(obj);
+  if (dt.attr("tzinfo").is_none()) dt = dt.attr("replace")("tzinfo"_a = nb::handle(g_time->utc));
+  nb::object delta = nb::steal(PyNumber_Subtract(dt.ptr(), g_time->epoch));
+  if (!delta.is_valid()) throw nb::python_error();
+  nb::object us = nb::steal(PyNumber_FloorDivide(delta.ptr(), g_time->one_us));
+  if (!us.is_valid()) throw nb::python_error();
+  return nb::cast<int64_t>(us);
+}
+
+std::optional<int64_t> OptionalMicros(nb::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  return Micros(obj, what);
+}
+
+// Series ids: any iterable of ints (a list, a tuple, a numpy array...).
+std::vector<uint64_t> Ids(nb::handle ids) {
+  if (PyLong_Check(ids.ptr()) || PyUnicode_Check(ids.ptr())) {
+    throw nb::type_error(
+        ("ids must be an iterable of series ids (ints), not " + TypeName(ids)).c_str());
+  }
+  std::vector<uint64_t> out;
+  for (nb::handle id : ids) {
+    uint64_t v = 0;
+    if (PyBool_Check(id.ptr()) || !nb::try_cast(id, v)) {
+      throw nb::type_error(
+          (std::string("a series id is an int in [0, 2**64), not ") + nb::repr(id).c_str())
+              .c_str());
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Tags: a list or tuple (any iterable) of str; a lone str is refused, since
+// iterating it would give its characters.
+std::vector<std::string> Tags(nb::handle tags) {
+  if (PyUnicode_Check(tags.ptr())) {
+    throw nb::type_error("tags must be a list of str, not a str");
+  }
+  std::vector<std::string> out;
+  for (nb::handle tag : tags) {
+    if (!PyUnicode_Check(tag.ptr())) {
+      throw nb::type_error(("each tag must be a str, not " + TypeName(tag)).c_str());
+    }
+    out.push_back(nb::cast<std::string>(tag));
+  }
+  return out;
+}
+
+// A context: a dict (str keys) of JSON-able values.
+nlohmann::json Context(nb::handle context) {
+  if (context.is_none()) return nlohmann::json::object();
+  if (!PyDict_Check(context.ptr())) {
+    throw nb::type_error(("context must be a dict, not " + TypeName(context)).c_str());
+  }
+  return ToJson(context);
+}
+
+std::optional<std::string> OptionalStr(nb::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  if (!PyUnicode_Check(obj.ptr())) {
+    throw nb::type_error(
+        (std::string(what) + " must be a str or None, not " + TypeName(obj)).c_str());
+  }
+  return nb::cast<std::string>(obj);
+}
+
+std::chrono::milliseconds Millis(double seconds, const char* what) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e12) {
+    throw Error(Code::kInvalidArgument, std::string(what) + " must be a number of seconds >= 0");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
+std::chrono::seconds Seconds(double seconds, const char* what) {
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > 1e15) {
+    throw Error(Code::kInvalidArgument, std::string(what) + " must be a number of seconds >= 0");
+  }
+  return std::chrono::seconds(static_cast<int64_t>(seconds));
+}
+
+tr::WalSync ParseWalSync(const std::string& mode) {
+  if (mode == "none") return tr::WalSync::kNone;
+  if (mode == "batch") return tr::WalSync::kBatch;
+  if (mode == "always") return tr::WalSync::kAlways;
+  throw Error(Code::kInvalidArgument, "wal_sync must be none, batch or always, not " + mode);
+}
+
+// The changes of Run.update / Repo.update_run, converted while the GIL is
+// held, so that applying them (inside kv0, without the GIL) touches no
+// Python object. An outer nullopt leaves the field alone.
+struct RunChange {
+  std::optional<std::optional<std::string>> name, experiment, description, kind;
+  std::optional<std::vector<std::string>> tags;
+  std::optional<std::string> status;
+  std::optional<bool> archived;
+  std::optional<int64_t> created_at_us;
+  std::optional<std::optional<int64_t>> ended_at_us;
+  std::optional<std::optional<nlohmann::json>> target;
+
+  void Apply(tr::RunInfo& info) const {
+    if (name) info.name = *name;
+    if (experiment) info.experiment = *experiment;
+    if (description) info.description = *description;
+    if (kind) info.kind = *kind;
+    if (tags) info.tags = *tags;
+    if (status) info.status = *status;
+    if (archived) info.archived = *archived;
+    if (created_at_us) info.created_at_us = *created_at_us;
+    if (ended_at_us) info.ended_at_us = *ended_at_us;
+    if (target) info.target = *target;
+  }
+};
+
+RunChange ParseRunChange(const nb::kwargs& fields, const char* function) {
+  RunChange c;
+  for (auto [key, value] : fields) {
+    std::string k = nb::cast<std::string>(key);
+    if (k == "name") {
+      c.name = OptionalStr(value, "name");
+    } else if (k == "experiment") {
+      c.experiment = OptionalStr(value, "experiment");
+    } else if (k == "description") {
+      c.description = OptionalStr(value, "description");
+    } else if (k == "kind") {
+      c.kind = OptionalStr(value, "kind");
+    } else if (k == "tags") {
+      c.tags = Tags(value);
+    } else if (k == "status") {
+      if (!PyUnicode_Check(value.ptr())) {
+        throw nb::type_error(("status must be a str, not " + TypeName(value)).c_str());
+      }
+      std::string status = nb::cast<std::string>(value);
+      if (!tr::IsValidStatus(status)) {
+        throw Error(Code::kInvalidArgument,
+                    "status must be running, finished, failed or aborted, not " + status);
+      }
+      c.status = std::move(status);
+    } else if (k == "archived") {
+      if (!PyBool_Check(value.ptr())) {
+        throw nb::type_error(("archived must be a bool, not " + TypeName(value)).c_str());
+      }
+      c.archived = value.ptr() == Py_True;
+    } else if (k == "created_at_us") {
+      c.created_at_us = Micros(value, "created_at_us");
+    } else if (k == "ended_at_us") {
+      c.ended_at_us = OptionalMicros(value, "ended_at_us");
+    } else if (k == "target") {
+      c.target = value.is_none() ? std::optional<nlohmann::json>() : ToJson(value);
+    } else {
+      throw nb::type_error((std::string(function) + "() got an unexpected keyword argument '" + k +
+                            "' (fields: name, experiment, description, tags, status, archived, "
+                            "created_at_us, ended_at_us, kind, target)")
+                               .c_str());
+    }
+  }
+  return c;
+}
+
+// --- Results ----------------------------------------------------------------
+
+nb::object OptionalToPy(const std::optional<std::string>& s) {
+  return s ? nb::object(nb::str(s->data(), s->size())) : nb::none();
+}
+
+nb::dict RunInfoToDict(const tr::RunInfo& r) {
+  nb::dict d;
+  d["run_id"] = nb::str(r.run_id.data(), r.run_id.size());
+  d["name"] = OptionalToPy(r.name);
+  d["experiment"] = OptionalToPy(r.experiment);
+  d["description"] = OptionalToPy(r.description);
+  nb::list tags;
+  for (const auto& t : r.tags) tags.append(nb::str(t.data(), t.size()));
+  d["tags"] = tags;
+  d["status"] = nb::str(r.status.data(), r.status.size());
+  d["archived"] = nb::bool_(r.archived);
+  d["created_at_us"] = nb::int_(r.created_at_us);
+  d["updated_at_us"] = nb::int_(r.updated_at_us);
+  d["ended_at_us"] = r.ended_at_us ? nb::object(nb::int_(*r.ended_at_us)) : nb::none();
+  d["kind"] = OptionalToPy(r.kind);
+  d["target"] = r.target ? FromJson(*r.target) : nb::none();
+  return d;
+}
+
+nb::dict SeriesInfoToDict(const tr::SeriesInfo& s) {
+  nb::dict d;
+  d["series_id"] = nb::int_(s.series_id);
+  d["run_id"] = nb::str(s.run_id.data(), s.run_id.size());
+  d["name"] = nb::str(s.name.data(), s.name.size());
+  d["context"] = FromJson(s.context);
+  d["created_at_us"] = nb::int_(s.created_at_us);
+  return d;
+}
+
+nb::dict SeriesStatsToDict(const tr::SeriesStats& s) {
+  nb::dict d;
+  d["count"] = nb::int_(s.count);
+  d["first_step"] = nb::int_(s.first_step);
+  d["last_step"] = nb::int_(s.last_step);
+  d["last"] = nb::float_(s.last);
+  d["min"] = nb::float_(s.min);
+  d["min_step"] = nb::int_(s.min_step);
+  d["max"] = nb::float_(s.max);
+  d["max_step"] = nb::int_(s.max_step);
+  d["non_finite"] = nb::int_(s.non_finite);
+  d["last_timestamp_us"] = nb::int_(s.last_timestamp_us);
+  return d;
+}
+
+nb::list SeriesListToPy(const std::vector<tr::SeriesInfo>& series) {
+  nb::list out;
+  for (const auto& s : series) out.append(SeriesInfoToDict(s));
+  return out;
+}
+
+nb::tuple VersionsToTuple(const tr::TableVersions& v) {
+  return nb::make_tuple(v.runs, v.params, v.series, v.metrics);
+}
+
+// --- Handles ----------------------------------------------------------------
+
+// The native repository handle.
+class PyRepo {
+ public:
+  explicit PyRepo(tr::Repo repo) : repo_(std::move(repo)), uri_(repo_->uri()) {}
+  ~PyRepo() {
+    // ~Repo flushes, which waits on Lance: not with the GIL (see the top).
+    nb::gil_scoped_release release;
+    repo_.reset();
+  }
+  PyRepo(const PyRepo&) = delete;
+  PyRepo& operator=(const PyRepo&) = delete;
+
+  // After close() kv0 itself answers every call with NotSupported.
+  tr::Repo& repo() { return *repo_; }
+  const std::string& uri() const { return uri_; }
+
+  // Idempotent; the flag is only touched with the GIL held.
+  void Close() {
+    if (closed_) return;
+    {
+      nb::gil_scoped_release release;
+      repo_->Close();
+    }
+    closed_ = true;
+  }
+  bool closed() const { return closed_; }
+
+ private:
+  std::optional<tr::Repo> repo_;
+  std::string uri_;
+  bool closed_ = false;
+};
+
+// The native run handle; Python's Run is this class.
+struct PyRun {
+  explicit PyRun(tr::Run r) : run(std::move(r)) {}
+  ~PyRun() {
+    // Dropping the last reference to the repository would close it.
+    nb::gil_scoped_release release;
+    run.reset();
+  }
+  PyRun(PyRun&&) = default;
+  PyRun(const PyRun&) = delete;
+
+  std::optional<tr::Run> run;
+  // finish() was called through this handle: leaving a with block then
+  // keeps the status it set.
+  bool finished = false;
+};
+
+void Finish(PyRun& self, const std::string& status, nb::handle ended_at) {
+  std::optional<int64_t> at = OptionalMicros(ended_at, "ended_at");
+  {
+    nb::gil_scoped_release release;
+    if (at) {
+      self.run->FinishAt(status, *at);
+    } else {
+      self.run->Finish(status);
+    }
+  }
+  self.finished = true;
+}
+
+constexpr const char* kRunDoc =
+    R"(A handle on one run, for writing; from Repo.create_run or Repo.resume_run.
+
+Writes go to the repository's buffer (and local write-ahead log) and are
+committed by the repository handle's flushes. The handle keeps its Repo
+alive; once the Repo is closed every call raises kv0.errors.NotSupported.
+
+A Run is a context manager: leaving a with block calls finish("finished"),
+or finish("failed") if an exception escapes it; if finish() was already
+called through this handle, the status it set is kept.)";
+
+constexpr const char* kTrackDoc =
+    R"(Records one point of the series (this run, name, context).
+
+value: a float (anything float() accepts). name: a non-empty str.
+step: an int; default one past the series' last step. epoch: an int or None.
+context: a dict of JSON-able values distinguishing series of one name
+(such as {"subset": "val"}); None means {}. timestamp: a datetime (naive =
+UTC) or an int of microseconds since the Unix epoch; default now.
+
+Buffered: the point is committed by the next flush (flush_rows points,
+every flush_interval, Repo.flush(), finish() or Repo.close()). Raises
+TypeError for a context that is not a dict or not JSON-able, and
+kv0.errors.InvalidArgument for an empty name.)";
+
+constexpr const char* kUpdateDoc =
+    R"(Changes the given fields of the run's record and returns the new record
+(a dict as Repo.run returns). Fields: name, experiment, description, kind
+(str or None), tags (list of str), status ("running", "finished", "failed"
+or "aborted"), archived (bool), created_at_us (datetime or int of
+microseconds), ended_at_us (same, or None) and target (any JSON-able value,
+None removes it). Only changed fields are written; other writers' changes
+to other fields are kept. An unknown keyword raises TypeError.)";
+
+}  // namespace
+
+void BindTracking(nb::module_& m) {
+  InitTimeTypes();
+  nb::module_ t = m.def_submodule(
+      "tracking",
+      "Native half of kv0.tracking, the experiment-tracking tables (see kv0.tracking).");
+
+  t.def(
+      "series_id",
+      [](std::string_view run_id, std::string_view name, nb::handle context) {
+        return tr::SeriesId(run_id, name, Context(context));
+      },
+      "run_id"_a, "name"_a, "context"_a = nb::none(),
+      nb::sig("def series_id(run_id: str, name: str, context: dict | None = None) -> int"),
+      "The id of the series (run_id, name, context): xxh3-64 of the run id, the name and the "
+      "context (a dict, None meaning {}) as compact JSON with sorted keys; never 0.");
+
+  nb::class_<PyRun>(t, "Run", kRunDoc)
+      .def_prop_ro(
+          "run_id", [](PyRun& self) { return self.run->run_id(); }, "The run's id (a str).")
+      .def(
+          "track",
+          // Releases the GIL only around Run::Track: see the top of this file.
+          [](PyRun& self, double value, std::string_view name, std::optional<int64_t> step,
+             std::optional<int64_t> epoch, nb::handle context, nb::handle timestamp) {
+            tr::TrackOptions opts;
+            opts.step = step;
+            opts.epoch = epoch;
+            if (!context.is_none()) opts.context = Context(context);
+            if (!timestamp.is_none()) opts.timestamp_us = Micros(timestamp, "timestamp");
+            nb::gil_scoped_release release;
+            self.run->Track(value, name, opts);
+          },
+          "value"_a, "name"_a, "step"_a = nb::none(), "epoch"_a = nb::none(),
+          "context"_a = nb::none(), "timestamp"_a = nb::none(),
+          nb::sig("def track(self, value: float, name: str, step: int | None = None, epoch: int | "
+                  "None = None, context: dict | None = None, timestamp: datetime.datetime | int | "
+                  "None = None) -> None"),
+          kTrackDoc)
+      .def(
+          "set_params",
+          [](PyRun& self, nb::handle params) {
+            if (!PyDict_Check(params.ptr())) {
+              throw nb::type_error(("params must be a dict, not " + TypeName(params)).c_str());
+            }
+            nlohmann::json p = ToJson(params);
+            nb::gil_scoped_release release;
+            self.run->SetParams(p);
+          },
+          "params"_a, nb::sig("def set_params(self, params: dict) -> None"),
+          "Merges params (a dict of JSON-able values) into the run's parameters: nested dicts "
+          "merge key by key (stored as dotted keys such as 'optimizer.lr'), keys not named keep "
+          "their values, any other value replaces what its key held. Keys must be non-empty "
+          "str without '.'; NaN and infinities are refused (kv0.errors.InvalidArgument).")
+      .def(
+          "update",
+          [](PyRun& self, nb::kwargs fields) {
+            RunChange change = ParseRunChange(fields, "update");
+            tr::RunInfo info;
+            {
+              nb::gil_scoped_release release;
+              info = self.run->Update([&change](tr::RunInfo& r) { change.Apply(r); });
+            }
+            return RunInfoToDict(info);
+          },
+          "fields"_a, nb::sig("def update(self, **fields) -> dict"), kUpdateDoc)
+      .def(
+          "finish",
+          [](PyRun& self, const std::string& status, nb::handle ended_at) {
+            Finish(self, status, ended_at);
+          },
+          "status"_a = "finished", "ended_at"_a = nb::none(),
+          nb::sig("def finish(self, status: str = 'finished', ended_at: datetime.datetime | int | "
+                  "None = None) -> None"),
+          "Sets the status (finished, failed or aborted) and the end time (now, or ended_at: a "
+          "datetime, naive = UTC, or an int of microseconds since the Unix epoch), then flushes "
+          "the repository handle.")
+      .def(
+          "__enter__", [](nb::object self) { return self; }, nb::sig("def __enter__(self) -> Run"))
+      .def(
+          "__exit__",
+          [](PyRun& self, nb::handle exc_type, nb::handle, nb::handle) {
+            if (self.finished) return false;
+            Finish(self, exc_type.is_none() ? "finished" : "failed", nb::none());
+            return false;
+          },
+          "exc_type"_a.none(), "exc_value"_a.none(), "traceback"_a.none())
+      .def("__repr__", [](PyRun& self) { return "<kv0.tracking.Run " + self.run->run_id() + ">"; });
+
+  nb::class_<PyRepo>(t, "_Repo")
+      .def(
+          "__init__",
+          [](PyRepo* self, const std::string& uri,
+             std::optional<std::map<std::string, std::string>> storage_options, size_t flush_rows,
+             double flush_interval, size_t max_fragments, size_t optimize_memory,
+             double version_retention, std::optional<std::string> wal_dir,
+             const std::string& wal_sync, double mark_ttl, bool replay_stale_wal) {
+            tr::RepoOptions o;
+            if (storage_options) o.storage_options = std::move(*storage_options);
+            o.flush_rows = flush_rows;
+            o.flush_interval = Millis(flush_interval, "flush_interval");
+            o.max_fragments = max_fragments;
+            o.optimize_memory = optimize_memory;
+            o.version_retention = Seconds(version_retention, "version_retention");
+            if (wal_dir) o.wal_dir = *wal_dir;
+            o.wal_sync = ParseWalSync(wal_sync);
+            o.mark_ttl = Seconds(mark_ttl, "mark_ttl");
+            o.replay_stale_wal = replay_stale_wal;
+            std::optional<tr::Repo> repo;
+            {
+              nb::gil_scoped_release release;
+              repo.emplace(tr::Repo::Open(uri, o));
+            }
+            new (self) PyRepo(std::move(*repo));
+          },
+          "uri"_a, nb::kw_only(), "storage_options"_a = nb::none(), "flush_rows"_a = 50000,
+          "flush_interval"_a = 5.0, "max_fragments"_a = 32, "optimize_memory"_a = size_t{256} << 20,
+          "version_retention"_a = 7 * 86400.0, "wal_dir"_a = nb::none(), "wal_sync"_a = "batch",
+          "mark_ttl"_a = 30 * 86400.0, "replay_stale_wal"_a = false)
+      .def_prop_ro("uri", &PyRepo::uri, "The repository's location, as opened.")
+      .def_prop_ro("closed", &PyRepo::closed, "True once close() was called.")
+      .def(
+          "create_run",
+          [](PyRepo& self, std::optional<std::string> run_id, nb::handle name,
+             nb::handle experiment, nb::handle description, nb::handle tags, nb::handle kind,
+             nb::handle target, nb::handle created_at) {
+            tr::NewRun n;
+            n.run_id = std::move(run_id);
+            n.name = OptionalStr(name, "name");
+            n.experiment = OptionalStr(experiment, "experiment");
+            n.description = OptionalStr(description, "description");
+            n.tags = Tags(tags);
+            n.kind = OptionalStr(kind, "kind");
+            if (!target.is_none()) n.target = ToJson(target);
+            n.created_at_us = OptionalMicros(created_at, "created_at");
+            std::optional<tr::Run> run;
+            {
+              nb::gil_scoped_release release;
+              run.emplace(self.repo().CreateRun(n));
+            }
+            return PyRun(std::move(*run));
+          },
+          "run_id"_a = nb::none(), "name"_a = nb::none(), "experiment"_a = nb::none(),
+          "description"_a = nb::none(), "tags"_a = nb::tuple(), "kind"_a = nb::none(),
+          "target"_a = nb::none(), "created_at"_a = nb::none(), nb::keep_alive<0, 1>(),
+          nb::sig("def create_run(self, run_id: str | None = None, name: str | None = None, "
+                  "experiment: str | None = None, description: str | None = None, tags: "
+                  "collections.abc.Iterable[str] = (), kind: str | None = None, target: object = "
+                  "None, created_at: datetime.datetime | int | None = None) -> Run"),
+          "Creates a run with status 'running' and returns a handle on it. run_id defaults to a "
+          "new UUIDv7 (32 hex digits); an existing run_id resets that run's record. target is "
+          "any JSON-able value; created_at a datetime (naive = UTC) or an int of microseconds "
+          "since the Unix epoch, default now.")
+      .def(
+          "resume_run",
+          [](PyRepo& self, const std::string& run_id) {
+            std::optional<tr::Run> run;
+            {
+              nb::gil_scoped_release release;
+              run.emplace(self.repo().ResumeRun(run_id));
+            }
+            return PyRun(std::move(*run));
+          },
+          "run_id"_a, nb::keep_alive<0, 1>(),
+          "A handle on an existing run; default steps continue after each series' stored last "
+          "step. Raises kv0.errors.NotFound if the run does not exist.")
+      .def(
+          "update_run",
+          [](PyRepo& self, const std::string& run_id, nb::kwargs fields) {
+            RunChange change = ParseRunChange(fields, "update_run");
+            tr::RunInfo info;
+            {
+              nb::gil_scoped_release release;
+              info = self.repo().UpdateRun(run_id, [&change](tr::RunInfo& r) { change.Apply(r); });
+            }
+            return RunInfoToDict(info);
+          },
+          "run_id"_a, "fields"_a, nb::sig("def update_run(self, run_id: str, **fields) -> dict"),
+          "Changes the given fields of a run's record, as Run.update does, and returns the new "
+          "record. Raises kv0.errors.NotFound if the run does not exist.")
+      .def(
+          "flush",
+          [](PyRepo& self) {
+            nb::gil_scoped_release release;
+            self.repo().Flush();
+          },
+          "Commits everything buffered.")
+      .def("close", &PyRepo::Close,
+           "Flushes, then closes the handle; later calls raise "
+           "kv0.errors.NotSupported. Closing twice is allowed.")
+      .def(
+          "runs",
+          [](PyRepo& self) {
+            std::vector<tr::RunInfo> runs;
+            {
+              nb::gil_scoped_release release;
+              runs = self.repo().Runs();
+            }
+            nb::list out;
+            for (const auto& r : runs) out.append(RunInfoToDict(r));
+            return out;
+          },
+          nb::sig("def runs(self) -> list[dict]"),
+          "Every run's record, ordered by created_at_us then run_id. Keys: run_id, name, "
+          "experiment, description, tags, status, archived, created_at_us, updated_at_us, "
+          "ended_at_us, kind, target (absent values are None).")
+      .def(
+          "run",
+          [](PyRepo& self, const std::string& run_id) -> nb::object {
+            std::optional<tr::RunInfo> info;
+            {
+              nb::gil_scoped_release release;
+              info = self.repo().GetRun(run_id);
+            }
+            if (!info) return nb::none();
+            return RunInfoToDict(*info);
+          },
+          "run_id"_a, nb::sig("def run(self, run_id: str) -> dict | None"),
+          "One run's record, or None.")
+      .def(
+          "params",
+          [](PyRepo& self, const std::string& run_id) {
+            nlohmann::json params;
+            {
+              nb::gil_scoped_release release;
+              params = self.repo().Params(run_id);
+            }
+            return FromJson(params);
+          },
+          "run_id"_a, nb::sig("def params(self, run_id: str) -> dict"),
+          "The run's parameters, nested ({} when none).")
+      .def(
+          "all_params",
+          [](PyRepo& self) {
+            std::map<std::string, nlohmann::json> all;
+            {
+              nb::gil_scoped_release release;
+              all = self.repo().AllParams();
+            }
+            nb::dict out;
+            for (const auto& [run_id, params] : all) {
+              out[nb::str(run_id.data(), run_id.size())] = FromJson(params);
+            }
+            return out;
+          },
+          nb::sig("def all_params(self) -> dict[str, dict]"),
+          "The parameters of every run, by run id.")
+      .def(
+          "series",
+          [](PyRepo& self, const std::string& run_id) {
+            std::vector<tr::SeriesInfo> series;
+            {
+              nb::gil_scoped_release release;
+              series = self.repo().Series(run_id);
+            }
+            return SeriesListToPy(series);
+          },
+          "run_id"_a, nb::sig("def series(self, run_id: str) -> list[dict]"),
+          "The run's metric series. Keys: series_id, run_id, name, context, created_at_us.")
+      .def(
+          "all_series",
+          [](PyRepo& self) {
+            std::vector<tr::SeriesInfo> series;
+            {
+              nb::gil_scoped_release release;
+              series = self.repo().AllSeries();
+            }
+            return SeriesListToPy(series);
+          },
+          nb::sig("def all_series(self) -> list[dict]"), "The metric series of every run.")
+      .def(
+          "series_stats",
+          [](PyRepo& self, nb::handle ids) {
+            std::vector<uint64_t> v = Ids(ids);
+            std::map<uint64_t, tr::SeriesStats> stats;
+            {
+              nb::gil_scoped_release release;
+              stats = self.repo().GetSeriesStats(v);
+            }
+            nb::dict out;
+            for (const auto& [id, s] : stats) out[nb::int_(id)] = SeriesStatsToDict(s);
+            return out;
+          },
+          "ids"_a,
+          nb::sig("def series_stats(self, ids: collections.abc.Iterable[int]) -> dict[int, dict]"),
+          "Statistics of the series in ids that have points (others are absent), read without "
+          "reading the points. Keys: count, first_step, last_step, last (value at the greatest "
+          "step), min, min_step, max, max_step (finite values only; NaN when there are none), "
+          "non_finite, last_timestamp_us.")
+      .def(
+          "read_many",
+          [](PyRepo& self, nb::handle ids, std::optional<int64_t> start,
+             std::optional<int64_t> stop) {
+            std::vector<uint64_t> v = Ids(ids);
+            tr::StepRange range;
+            if (start) range.start = *start;
+            if (stop) range.stop = *stop;
+            arrow::OwnedStream stream;
+            {
+              nb::gil_scoped_release release;
+              self.repo().ReadManyStream(v, range, stream.get());
+            }
+            return ExportStream(std::move(stream));
+          },
+          "ids"_a, "start"_a = nb::none(), "stop"_a = nb::none(),
+          nb::sig("def read_many(self, ids: collections.abc.Iterable[int], start: int | None = "
+                  "None, stop: int | None = None) -> kv0._kv0.ArrowStream"),
+          "The points of the series in ids with start <= step < stop, one per step (the latest "
+          "written), as a single-use Arrow stream (__arrow_c_stream__; e.g. pyarrow.table(...)) "
+          "with columns series_id (uint64), step (int64), epoch (int64, nullable), timestamp "
+          "(timestamp[us, UTC]) and value (float64), ordered by series as in ids, then step.")
+      .def(
+          "read_many_in",
+          [](PyRepo& self, nb::handle ids, nb::handle start_time, nb::handle stop_time) {
+            std::vector<uint64_t> v = Ids(ids);
+            tr::TimeRange range;
+            if (auto s = OptionalMicros(start_time, "start_time")) range.start_us = *s;
+            if (auto s = OptionalMicros(stop_time, "stop_time")) range.stop_us = *s;
+            arrow::OwnedStream stream;
+            {
+              nb::gil_scoped_release release;
+              self.repo().ReadManyInStream(v, range, stream.get());
+            }
+            return ExportStream(std::move(stream));
+          },
+          "ids"_a, "start_time"_a = nb::none(), "stop_time"_a = nb::none(),
+          nb::sig("def read_many_in(self, ids: collections.abc.Iterable[int], start_time: "
+                  "datetime.datetime | int | None = None, stop_time: datetime.datetime | int | "
+                  "None = None) -> kv0._kv0.ArrowStream"),
+          "As read_many, by time: for each step the latest point is chosen, then kept if "
+          "start_time <= timestamp < stop_time (datetimes, naive = UTC, or ints of "
+          "microseconds since the Unix epoch).")
+      .def(
+          "latest_versions",
+          [](PyRepo& self) {
+            tr::TableVersions v;
+            {
+              nb::gil_scoped_release release;
+              v = self.repo().LatestVersions();
+            }
+            return VersionsToTuple(v);
+          },
+          nb::sig("def latest_versions(self) -> tuple[int, int, int, int]"),
+          "The newest version in storage of the tables runs, params, series and metrics, found "
+          "without scanning: unchanged versions mean nothing changed.")
+      .def(
+          "versions",
+          [](PyRepo& self) {
+            tr::TableVersions v;
+            {
+              nb::gil_scoped_release release;
+              v = self.repo().Versions();
+            }
+            return VersionsToTuple(v);
+          },
+          nb::sig("def versions(self) -> tuple[int, int, int, int]"),
+          "The versions of (runs, params, series, metrics) this handle last read or wrote.")
+      .def(
+          "optimize",
+          [](PyRepo& self) {
+            tr::OptimizeStats s;
+            {
+              nb::gil_scoped_release release;
+              s = self.repo().Optimize();
+            }
+            nb::dict d;
+            d["run_rows_before"] = nb::int_(s.run_rows_before);
+            d["run_rows_after"] = nb::int_(s.run_rows_after);
+            d["points_rewritten"] = nb::int_(s.points_rewritten);
+            d["full_rewrite"] = nb::bool_(s.full_rewrite);
+            return d;
+          },
+          nb::sig("def optimize(self) -> dict"),
+          "Folds run rows, rewrites unsorted metrics fragments sorted by (series_id, step) with "
+          "exact statistics, compacts params and series and maintains the index on "
+          "metrics.series_id. Returns run_rows_before, run_rows_after, points_rewritten and "
+          "full_rewrite.")
+      .def(
+          "recompute_series_stats",
+          [](PyRepo& self, nb::handle ids) {
+            std::vector<uint64_t> v = Ids(ids);
+            nb::gil_scoped_release release;
+            self.repo().RecomputeSeriesStats(v);
+          },
+          "ids"_a,
+          nb::sig("def recompute_series_stats(self, ids: collections.abc.Iterable[int]) -> None"),
+          "Marks the statistics of ids for recomputation from their points.");
+}
+
+}  // namespace kv0::python

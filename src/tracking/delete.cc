@@ -1,0 +1,191 @@
+// Deleting runs: tombstones first, then every other row of the runs; and the
+// bookkeeping that makes every handle ignore a deleted run.
+
+#include <algorithm>
+
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+
+namespace kv0::tracking {
+namespace {
+
+// Values per IN filter; longer lists are split into several statements.
+constexpr size_t kInChunk = 500;
+
+std::string Tombstones() { return "fields = " + std::to_string(kFieldDeleted); }
+
+template <typename T>
+std::vector<std::vector<T>> Chunks(const std::vector<T>& values) {
+  std::vector<std::vector<T>> out;
+  for (size_t i = 0; i < values.size(); i += kInChunk) {
+    out.emplace_back(values.begin() + i, values.begin() + std::min(values.size(), i + kInChunk));
+  }
+  return out;
+}
+
+std::string RunIdIn(const std::vector<std::string>& ids) {
+  std::string out = "run_id IN (";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + SqlString(ids[i]);
+  return out + ")";
+}
+
+// Deletes the rows filter selects, unless there are none (no empty commit).
+void DeleteWhere(lance::Dataset& dataset, const std::string& filter) {
+  if (dataset.CountRows(filter) > 0) dataset.Delete(filter);
+}
+
+}  // namespace
+
+bool RepoImpl::IsDeleted(const std::string& run_id) {
+  std::lock_guard lock(deleted_mu_);
+  return deleted_.count(run_id) > 0;
+}
+
+void RepoImpl::LoadTombstones(bool force) {
+  int64_t now = SteadyNanos();
+  {
+    std::lock_guard lock(deleted_mu_);
+    if (!force && now - tombstone_check_ns_ < 1'000'000'000) return;
+    tombstone_check_ns_ = now;
+  }
+  lance::Dataset& runs = *tables_[kRuns];
+  uint64_t latest = runs.LatestVersion();
+  {
+    std::lock_guard lock(deleted_mu_);
+    if (latest == tombstone_version_) return;
+  }
+  // A handle of its own, so the shared one keeps the version readers use.
+  lance::Dataset at = lance::Dataset::Open(runs.uri(), options_.storage_options, latest);
+  std::vector<uint64_t> fresh;
+  std::vector<lance::FragmentInfo> fragments = at.Fragments();
+  {
+    std::lock_guard lock(deleted_mu_);
+    for (const auto& f : fragments) {
+      if (!tombstone_fragments_.count(f.id)) fresh.push_back(f.id);
+    }
+  }
+  std::vector<std::string> found;
+  if (!fresh.empty()) {
+    lance::ScanOptions scan;
+    scan.columns = {"run_id"};
+    scan.filter = Tombstones();
+    scan.fragment_ids = fresh;
+    auto reader = at.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::Utf8Column run_id(*batch, "run_id");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) found.emplace_back(run_id.value(i));
+    }
+  }
+  std::lock_guard write_lock(write_mu_);
+  std::lock_guard lock(deleted_mu_);
+  tombstone_fragments_.insert(fresh.begin(), fresh.end());
+  tombstone_version_ = std::max(tombstone_version_, latest);
+  for (auto& id : found) {
+    if (auto state = run_states_.find(id); state != run_states_.end()) {
+      if (auto live = state->second.lock()) live->deleted = true;
+    }
+    runs_.erase(id);
+    deleted_.insert(std::move(id));
+  }
+}
+
+void RepoImpl::DropDeletedLocked(WriteBuffer* buf) {
+  std::lock_guard lock(deleted_mu_);
+  if (deleted_.empty()) return;
+  auto gone = [&](const std::string& run_id) { return deleted_.count(run_id) > 0; };
+  std::erase_if(buf->runs, [&](const RunRow& r) { return gone(r.record.run_id); });
+  std::erase_if(buf->params, [&](const ParamChange& p) { return gone(p.run_id); });
+  std::erase_if(buf->series, [&](const SeriesInfo& s) { return gone(s.run_id); });
+  std::unordered_set<uint64_t> dropped;
+  for (const auto& [id, delta] : buf->points.deltas) {
+    auto known = series_.find(id);
+    if (known == series_.end() || gone(known->second.run_id)) dropped.insert(id);
+  }
+  if (dropped.empty()) return;
+  PointBuffer kept;
+  const PointBuffer& all = buf->points;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (dropped.count(all.series_ids[i])) continue;
+    kept.series_ids.push_back(all.series_ids[i]);
+    kept.steps.push_back(all.steps[i]);
+    kept.epochs.push_back(all.epochs[i]);
+    kept.has_epoch.push_back(all.has_epoch[i]);
+    kept.timestamps_us.push_back(all.timestamps_us[i]);
+    kept.values.push_back(all.values[i]);
+  }
+  for (auto& [id, delta] : buf->points.deltas) {
+    if (!dropped.count(id)) kept.deltas.emplace(id, delta);
+  }
+  buf->points = std::move(kept);
+  buf->generation++;  // SeriesState::delta pointers into it are stale
+}
+
+void RepoImpl::DeleteRuns(std::span<const std::string> run_ids) {
+  CheckOpen();
+  std::vector<std::string> ids;
+  for (const auto& id : run_ids) {
+    if (!id.empty() && !IsMarkRunId(id)) ids.push_back(id);
+  }
+  if (ids.empty()) return;
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+
+  // This handle forgets the runs first, so no buffered row of theirs is
+  // committed after the tombstones.
+  {
+    std::lock_guard write_lock(write_mu_);
+    std::lock_guard lock(deleted_mu_);
+    for (const auto& id : ids) {
+      deleted_.insert(id);
+      runs_.erase(id);
+      if (auto state = run_states_.find(id); state != run_states_.end()) {
+        if (auto live = state->second.lock()) live->deleted = true;
+      }
+    }
+  }
+  Flush();
+  std::lock_guard flush_lock(flush_mu_);
+  std::vector<RunRow> tombstones;
+  int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
+  for (const auto& id : ids) tombstones.push_back(Tombstone(id, clock_.Next(), now_us));
+  auto commit = tables_[kRuns]->Append(RunsStream(tombstones, std::nullopt));
+  {
+    std::lock_guard lock(deleted_mu_);
+    tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
+  }
+  DeleteRowsOfRuns(ids);
+}
+
+void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
+  for (int t = 0; t < kTableCount; ++t) Latest(t);
+  // Points first: while their series rows exist, a crash here leaves rows
+  // that the next delete or optimize still finds.
+  std::vector<uint64_t> series;
+  for (const auto& chunk : Chunks(run_ids)) {
+    lance::ScanOptions scan;
+    scan.columns = {"series_id"};
+    scan.filter = "series_id <> 0 AND " + RunIdIn(chunk);
+    auto reader = tables_[kSeries]->Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) series.push_back(id.value(i));
+    }
+  }
+  std::sort(series.begin(), series.end());
+  series.erase(std::unique(series.begin(), series.end()), series.end());
+  for (const auto& chunk : Chunks(series)) {
+    DeleteWhere(*tables_[kMetrics], SqlIn("series_id", chunk));
+    std::vector<int64_t> steps(chunk.begin(), chunk.end());
+    DeleteWhere(*tables_[kMetrics],
+                "series_id = 0 AND epoch IS NULL AND " + SqlInSigned("step", steps));
+  }
+  for (const auto& chunk : Chunks(run_ids)) {
+    DeleteWhere(*tables_[kSeries], RunIdIn(chunk));
+    DeleteWhere(*tables_[kParams], RunIdIn(chunk));
+    DeleteWhere(*tables_[kRuns],
+                RunIdIn(chunk) + " AND (fields IS NULL OR NOT " + Tombstones() + ")");
+  }
+  // records: DeleteRunRows (wired with the records tables)
+}
+
+}  // namespace kv0::tracking
