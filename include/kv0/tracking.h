@@ -256,6 +256,11 @@ class Run {
   // a context that is not a JSON object.
   void Track(double value, std::string_view name, const TrackOptions& opts = {});
 
+  // True when the next Track may wait for a flush (the handle's buffer holds
+  // twice flush_rows points). Bindings that hold a lock a flush may need (a
+  // Python GIL, for Lance's log callback) release it for such a call.
+  bool TrackMayWait() const;
+
   // Merges params (a JSON object; nested objects flatten to dotted keys)
   // into the run's parameters. Keys it does not name keep their values.
   // Throws kInvalidArgument for what tracking::Flatten rejects.

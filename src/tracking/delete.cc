@@ -36,6 +36,11 @@ void DeleteWhere(lance::Dataset& dataset, const std::string& filter) {
 
 }  // namespace
 
+RecordsStore::Hidden RepoImpl::HiddenRuns() {
+  LoadTombstones(true);
+  return [this](const std::string& run_id) { return IsDeleted(run_id); };
+}
+
 bool RepoImpl::IsDeleted(const std::string& run_id) {
   std::lock_guard lock(deleted_mu_);
   return deleted_.count(run_id) > 0;
@@ -54,8 +59,7 @@ void RepoImpl::LoadTombstones(bool force) {
     std::lock_guard lock(deleted_mu_);
     if (latest == tombstone_version_) return;
   }
-  // A handle of its own, so the shared one keeps the version readers use.
-  lance::Dataset at = lance::Dataset::Open(runs.uri(), options_.storage_options, latest);
+  lance::Dataset& at = Latest(kRuns);
   std::vector<uint64_t> fresh;
   std::vector<lance::FragmentInfo> fragments = at.Fragments();
   {
@@ -84,7 +88,6 @@ void RepoImpl::LoadTombstones(bool force) {
     if (auto state = run_states_.find(id); state != run_states_.end()) {
       if (auto live = state->second.lock()) live->deleted = true;
     }
-    runs_.erase(id);
     deleted_.insert(std::move(id));
   }
 }
@@ -137,7 +140,6 @@ void RepoImpl::DeleteRuns(std::span<const std::string> run_ids) {
     std::lock_guard lock(deleted_mu_);
     for (const auto& id : ids) {
       deleted_.insert(id);
-      runs_.erase(id);
       if (auto state = run_states_.find(id); state != run_states_.end()) {
         if (auto live = state->second.lock()) live->deleted = true;
       }
@@ -185,7 +187,7 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
     DeleteWhere(*tables_[kRuns],
                 RunIdIn(chunk) + " AND (fields IS NULL OR NOT " + Tombstones() + ")");
   }
-  // records: DeleteRunRows (wired with the records tables)
+  records_->DeleteRunRows(run_ids);
 }
 
 }  // namespace kv0::tracking

@@ -19,7 +19,6 @@ namespace kv0::tracking {
 namespace {
 
 constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
-constexpr const char* kSeriesIndex = "series_id_idx";
 // What one point costs while it is being sorted, for the memory bound.
 constexpr uint64_t kBytesPerPoint = 64;
 
@@ -80,6 +79,7 @@ OptimizeStats RepoImpl::Optimize() {
   std::sort(deleted.begin(), deleted.end());
   if (!deleted.empty()) DeleteRowsOfRuns(deleted);
   SortMetrics(&stats);
+  records_->Optimize(HiddenRuns());
   for (int table : {kParams, kSeries}) {
     PruneMarks(table);
     if (Latest(table).Fragments().size() > 1) tables_[table]->Compact(lance::CompactOptions{});
@@ -372,7 +372,7 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   nlohmann::json list = nlohmann::json::array();
   for (uint64_t id : now_sorted) list.push_back(id);
   metrics.UpdateMetadata({{kSortedFragmentsKey, list.dump()}});
-  if (metrics.CountRows() > 0) metrics.CreateBTreeIndex("series_id", kSeriesIndex);
+  if (metrics.CountRows() > 0) metrics.CreateBTreeIndex("series_id", kSeriesIndexName);
 }
 
 }  // namespace kv0::tracking

@@ -372,6 +372,10 @@ std::string RecordsStore::RecordsDirUri() const {
   return repo_uri_ + "/" + std::string(kRecordsDir);
 }
 
+std::string RecordsStore::LegacyUri() const {
+  return repo_uri_ + "/" + std::string(kLegacyRecordsTable);
+}
+
 std::string RecordsStore::TableUri(const std::string& table) const {
   std::string dir = EscapeTableName(table) + std::string(kSuffix);
   return RecordsDirUri() + "/" + (IsUri(repo_uri_) ? InUri(dir) : dir);
@@ -591,8 +595,7 @@ bool RecordsStore::HasLegacy() {
 void RecordsStore::MigrateLegacy() {
   std::optional<lance::Dataset> legacy;
   try {
-    legacy.emplace(
-        lance::Dataset::Open(repo_uri_ + "/" + std::string(kLegacyRecordsTable), options_));
+    legacy.emplace(lance::Dataset::Open(LegacyUri(), options_));
   } catch (const Error& e) {
     if (!IsNotFound(e)) throw;
     return;
@@ -650,13 +653,17 @@ void RecordsStore::DeleteRunRows(std::span<const std::string> run_ids) {
   if (run_ids.empty()) return;
   auto filters =
       InFilters("run_id", Distinct(std::vector<std::string>(run_ids.begin(), run_ids.end())));
-  for (const auto& uri : TableUris()) {
+  // records.lance too: it is kept after the migration, so it would still
+  // hold the runs' rows.
+  auto uris = TableUris();
+  uris.push_back(LegacyUri());
+  for (const auto& uri : uris) {
     std::optional<lance::Dataset> dataset;
     try {
       dataset.emplace(lance::Dataset::Open(uri, options_));
     } catch (const Error& e) {
       if (!IsNotFound(e)) throw;
-      continue;  // a directory without a dataset (yet)
+      continue;  // no records.lance, or a directory without a dataset (yet)
     }
     for (const auto& filter : filters) {
       if (dataset->CountRows(filter) > 0) dataset->Delete(filter);
@@ -714,18 +721,14 @@ void RecordsStore::OptimizeTable(const std::string& table, const Hidden& hidden)
   bool rewrite = kept->size() < read || deletions || fragments.size() > 1;
   if (rewrite) {
     auto written = dataset->WriteFragments(RowsStream(table, kept));
-    kept.reset();
     dataset->CommitUpdate(read_ids, std::move(written));
   }
   kept.reset();
+  // Builds the indices, or extends them to fragments appended since; when
+  // they are up to date this commits nothing.
   if (dataset->CountRows() == 0) return;
-  auto indices = dataset->Indices();
-  if (rewrite || !indices.contains(kRecordsItemIndex)) {
-    dataset->CreateBTreeIndex("item_id", kRecordsItemIndex);
-  }
-  if (rewrite || !indices.contains(kRecordsRunIndex)) {
-    dataset->CreateBTreeIndex("run_id", kRecordsRunIndex);
-  }
+  dataset->CreateBTreeIndex("item_id", kRecordsItemIndex);
+  dataset->CreateBTreeIndex("run_id", kRecordsRunIndex);
 }
 
 }  // namespace kv0::tracking

@@ -91,6 +91,8 @@ class RecordsStore {
   std::vector<std::string> Tables();
   // Every table's dataset URI, in the order of Tables().
   std::vector<std::string> TableUris();
+  // The URI of the legacy records.lance (which may not exist).
+  std::string LegacyUri() const;
 
   // Tags of one table. version 0 means the latest. NotFound for a table that
   // does not exist (and a tag or version that does not).
@@ -107,13 +109,17 @@ class RecordsStore {
   // reads keep one.
   void MigrateLegacy();
 
-  // Deletes the rows of these runs from every table that has some.
+  // Deletes the rows of these runs from every table that has some, and from
+  // records.lance if there is one.
   void DeleteRunRows(std::span<const std::string> run_ids);
 
   // Per table: rewrites its rows without superseded rows and rows of hidden
   // runs, as one fragment, removing exactly the fragments it read (rows
-  // appended meanwhile survive); skipped when that would change nothing.
-  // Then builds or updates the BTREE indices on item_id and run_id.
+  // appended meanwhile survive); skipped for a table that already is one
+  // fragment without such rows or deletions. Then builds the BTREE indices
+  // on item_id and run_id, or extends them to newer fragments. Run again
+  // with nothing new, it commits nothing. A concurrent delete or optimize of
+  // a table makes it read that table again (kConflict after three tries).
   void Optimize(const Hidden& hidden);
 
  private:

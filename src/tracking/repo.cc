@@ -94,10 +94,12 @@ void Run::Track(double value, std::string_view name, const TrackOptions& opts) {
   repo_->Track(*state_, value, name, opts);
 }
 
+bool Run::TrackMayWait() const { return repo_->BufferFull(); }
+
 void Run::SetParams(const nlohmann::json& params) { repo_->SetParams(*state_, params); }
 
 RunInfo Run::Update(const std::function<void(RunInfo&)>& change) {
-  return repo_->UpdateKnown(*state_, change);
+  return repo_->UpdateLive(*state_, change);
 }
 
 void Run::Finish(std::string_view status) { FinishAt(status, WallNanos() / 1000); }
@@ -198,6 +200,42 @@ TableVersions Repo::Versions() {
 }
 
 void Repo::DeleteRuns(std::span<const std::string> run_ids) { impl_->DeleteRuns(run_ids); }
+
+uint64_t Repo::AppendRecords(const std::string& table, std::span<const Record> rows) {
+  impl_->CheckOpen();
+  return impl_->records_->Append(table, rows);
+}
+
+std::vector<Record> Repo::Records(const std::string& table, const RecordQuery& query) {
+  impl_->CheckOpen();
+  return impl_->records_->Read(table, query, impl_->HiddenRuns());
+}
+
+void Repo::RecordsStream(const std::string& table, const RecordQuery& query,
+                         ArrowArrayStream* out) {
+  impl_->CheckOpen();
+  impl_->records_->ReadStream(table, query, impl_->HiddenRuns(), out);
+}
+
+uint64_t Repo::RecordsVersion(const std::string& table) { return impl_->records_->Version(table); }
+
+std::vector<std::string> Repo::RecordTables() { return impl_->records_->Tables(); }
+
+void Repo::CreateRecordsTag(const std::string& table, const std::string& tag, uint64_t version) {
+  impl_->records_->CreateTag(table, tag, version);
+}
+
+void Repo::DeleteRecordsTag(const std::string& table, const std::string& tag) {
+  impl_->records_->DeleteTag(table, tag);
+}
+
+std::map<std::string, uint64_t> Repo::RecordsTags(const std::string& table) {
+  return impl_->records_->Tags(table);
+}
+
+bool Repo::HasLegacyRecords() { return impl_->records_->HasLegacy(); }
+
+PurgeStats Repo::Purge(bool force) { return impl_->Purge(force); }
 
 OptimizeStats Repo::Optimize() { return impl_->Optimize(); }
 

@@ -29,6 +29,7 @@
 
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "tracking/records.h"
 #include "tracking/run_record.h"
 #include "tracking/tables.h"
 #include "tracking/wal_records.h"
@@ -107,7 +108,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   Run CreateRun(const NewRun& run);
   Run ResumeRun(const std::string& run_id);
   RunInfo UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change);
-  RunInfo UpdateKnown(Run::State& run, const std::function<void(RunInfo&)>& change);
+  // Run::Update: UpdateRun, refused for a run this handle knows is deleted.
+  RunInfo UpdateLive(Run::State& run, const std::function<void(RunInfo&)>& change);
   void Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts);
   void SetParams(Run::State& run, const nlohmann::json& params);
   // Writes an empty dirty delta per series: reads recompute them from their
@@ -144,6 +146,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // at most once a second. Marks the runs deleted in this handle.
   void LoadTombstones(bool force);
   bool IsDeleted(const std::string& run_id);
+  // For records reads: hides rows of deleted runs (tombstones read first).
+  RecordsStore::Hidden HiddenRuns();
   // Removes from buf every row of a deleted run, and every point whose series
   // no live run names (holding write_mu_).
   void DropDeletedLocked(WriteBuffer* buf);
@@ -158,14 +162,21 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   void SortMetrics(OptimizeStats* stats);
   void PruneMarks(int table);
 
+  // purge.cc
+  PurgeStats Purge(bool force);
+
   void CheckOpen() const;
+  // True when the next Track may flush on the caller's thread.
+  bool BufferFull();
   // Throws NotFound for a run deleted since the handle was made (write_mu_).
   void CheckLive(const Run::State& run) const;
 
   const std::string uri_;
   const RepoOptions options_;
 
-  std::unique_ptr<lance::Dataset> tables_[kTableCount];
+  // Shared so that a read stream can keep its table after Close.
+  std::shared_ptr<lance::Dataset> tables_[kTableCount];
+  std::unique_ptr<RecordsStore> records_;
 
   std::mutex flush_mu_;
   uint64_t last_mark_[kTableCount] = {0, 0, 0, 0};  // seq of this writer's newest mark rows
@@ -177,7 +188,6 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::unique_ptr<wal::Log> wal_;  // null for memory://
   std::string wal_dir_;
   std::unordered_map<uint64_t, SeriesState> series_;  // series this handle knows
-  std::map<std::string, RunInfo> runs_;               // records this handle knows
   std::map<std::string, std::weak_ptr<Run::State>> run_states_;
 
   // Deleted runs, as the tombstones read so far say.

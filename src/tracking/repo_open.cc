@@ -61,6 +61,11 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   }
   std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
   repo->OpenTables();
+  repo->records_ = std::make_unique<RecordsStore>(repo->uri_, options.storage_options,
+                                                  &repo->clock_, options.version_retention);
+  // One listing: repositories of earlier versions kept every records table
+  // in one dataset; it is copied into per-table datasets once, and kept.
+  if (!IsMemoryUri(repo->uri_) && repo->records_->HasLegacy()) repo->records_->MigrateLegacy();
   repo->LoadTombstones(true);
   if (!IsMemoryUri(repo->uri_)) {
     repo->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + repo->uri_);
@@ -81,15 +86,15 @@ void RepoImpl::OpenTables() {
   for (int t = 0; t < kTableCount; ++t) {
     std::string uri = uri_ + "/" + std::string(TableDir(t));
     try {
-      tables_[t] = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
+      tables_[t] = std::make_shared<lance::Dataset>(lance::Dataset::Open(uri, storage));
     } catch (const Error& e) {
       if (e.code() != Code::kNotFound) throw;
       try {
-        tables_[t] = std::make_unique<lance::Dataset>(
+        tables_[t] = std::make_shared<lance::Dataset>(
             lance::Dataset::Create(uri, storage, TableSchema(t), create));
       } catch (const Error& again) {
         if (again.code() != Code::kConflict) throw;  // another handle created it first
-        tables_[t] = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
+        tables_[t] = std::make_shared<lance::Dataset>(lance::Dataset::Open(uri, storage));
       }
     }
   }

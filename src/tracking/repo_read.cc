@@ -301,8 +301,7 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
 
   // The stream reads one chunk per batch. It holds the dataset, so it stays
   // readable after the handle is closed.
-  std::shared_ptr<lance::Dataset> dataset = std::make_shared<lance::Dataset>(lance::Dataset::Open(
-      tables_[kMetrics]->uri(), options_.storage_options, tables_[kMetrics]->version()));
+  std::shared_ptr<lance::Dataset> dataset = tables_[kMetrics];
   auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
   auto next = [dataset, state, times](ArrowArray* out) -> bool {
     auto& [plan, index] = *state;

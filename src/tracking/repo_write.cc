@@ -48,6 +48,11 @@ void CheckRecord(const RunInfo& info) {
 
 }  // namespace
 
+bool RepoImpl::BufferFull() {
+  std::lock_guard lock(write_mu_);
+  return buffer_.points.size() + 1 >= 2 * options_.flush_rows;
+}
+
 void RepoImpl::CheckLive(const Run::State& run) const {
   if (run.deleted) {
     throw Error(Code::kNotFound, "run " + run.run_id + " was deleted from " + uri_);
@@ -103,7 +108,6 @@ Run RepoImpl::CreateRun(const NewRun& spec) {
   {
     std::lock_guard lock(write_mu_);
     AddRunRowLocked(RunRow{clock_.Next(), info, kAllRunFields});
-    runs_[info.run_id] = info;
     state = NewRunState(info.run_id);
   }
   return Run(shared_from_this(), std::move(state));
@@ -118,7 +122,6 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
   // The last steps come from the statistics rows; no point is read.
   auto deltas = ReadDeltas(ids);
   std::lock_guard lock(write_mu_);
-  runs_[run_id] = *info;
   auto state = NewRunState(run_id);
   for (const auto& s : series) {
     SeriesState& known = series_[s.series_id];
@@ -137,25 +140,13 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
   return Run(shared_from_this(), std::move(state));
 }
 
-RunInfo RepoImpl::UpdateKnown(Run::State& run, const std::function<void(RunInfo&)>& change) {
-  std::unique_lock lock(write_mu_);
-  CheckOpen();
-  CheckLive(run);
-  auto it = runs_.find(run.run_id);
-  if (it == runs_.end()) {
-    lock.unlock();
-    return UpdateRun(run.run_id, change);
+RunInfo RepoImpl::UpdateLive(Run::State& run, const std::function<void(RunInfo&)>& change) {
+  {
+    std::lock_guard lock(write_mu_);
+    CheckOpen();
+    CheckLive(run);
   }
-  RunInfo after = it->second;
-  change(after);
-  after.run_id = run.run_id;
-  CheckRecord(after);
-  uint32_t fields = ChangedFields(it->second, after);
-  if (fields == 0) return it->second;
-  after.updated_at_us = NowMicros();
-  AddRunRowLocked(RunRow{clock_.Next(), after, fields});
-  it->second = after;
-  return after;
+  return UpdateRun(run.run_id, change);
 }
 
 RunInfo RepoImpl::UpdateRun(const std::string& run_id,
@@ -173,8 +164,6 @@ RunInfo RepoImpl::UpdateRun(const std::string& run_id,
     after.updated_at_us = NowMicros();
     AddRunRowLocked(RunRow{clock_.Next(), after, fields});
   }
-  auto known = runs_.find(run_id);
-  if (known != runs_.end()) known->second = after;
   return after;
 }
 
@@ -411,6 +400,9 @@ void RepoImpl::MaybeCompact(int table) {
   if (dataset.Fragments().size() <= options_.max_fragments) return;
   try {
     dataset.Compact(lance::CompactOptions{});
+    // Statistics rows are found through the series_id index, so reads need
+    // no scan of the whole table even before the first optimize.
+    if (table == kMetrics) dataset.CreateBTreeIndex("series_id", kSeriesIndexName);
     if (wal_ && last_mark_[table] != 0) {
       std::string writer = wal_->writer_id();
       std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);
@@ -428,9 +420,9 @@ void RepoImpl::MaybeCompact(int table) {
           break;
         }
         default:
-          dataset.Delete(
-              "series_id = 0 AND epoch IS NOT NULL AND step = " + SqlInt(StepFromWriterId(writer)) +
-              " AND epoch < " + SqlInt(static_cast<int64_t>(newest)));
+          // The metrics marks wait for optimize's rewrite: a delete by
+          // predicate would scan the whole table at every compaction.
+          break;
       }
     }
   } catch (const Error&) {

@@ -55,6 +55,9 @@ inline constexpr std::string_view kWalMarkPrefix = "__kv0_wal__/";
 // The series id of metrics rows that are not points.
 inline constexpr uint64_t kReservedSeriesId = 0;
 
+// The BTREE index on metrics.series_id.
+inline constexpr const char* kSeriesIndexName = "series_id_idx";
+
 inline constexpr std::string_view kRunsTable = "runs.lance";
 inline constexpr std::string_view kParamsTable = "params.lance";
 inline constexpr std::string_view kSeriesTable = "series.lance";

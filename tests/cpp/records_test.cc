@@ -619,6 +619,18 @@ TEST_F(RecordsTest, OptimizeFoldsAndIndexes) {
   EXPECT_EQ(fragments[0].deleted_rows, 0u);
   EXPECT_EQ(RawRows(store_, "t"), 41u);
 
+  // Every row deleted, then new rows: the one new fragment is indexed too
+  // (a second optimize changes nothing).
+  store_.Optimize([](const std::string&) { return true; });
+  Add(store_, "t", {Row("late", "item_late", 1)});
+  store_.Optimize(hidden);
+  version = store_.Version("t");
+  store_.Optimize(hidden);
+  EXPECT_EQ(store_.Version("t"), version);
+  RecordQuery late;
+  late.run_id = "late";
+  ExpectRows(store_.Read("t", late, none_), {{{"late", "item_late"}, 1}});
+
   // Every row hidden: the table is emptied, not dropped.
   store_.Optimize([](const std::string&) { return true; });
   RecordQuery only_runs;
@@ -714,6 +726,13 @@ TEST_F(RecordsTest, MigratesTheLegacyTable) {
   store_.Optimize(none_);
   EXPECT_EQ(RawRows(store_, "evals"), 2u);
   EXPECT_EQ(store_.Read("evals", {}, none_), evals);
+
+  // Deleting a run reaches the kept records.lance too.
+  std::vector<std::string> r1 = {"r1"};
+  store_.DeleteRunRows(r1);
+  EXPECT_EQ(lance::Dataset::Open(legacy_uri, {}).CountRows(), 3u);
+  EXPECT_EQ(store_.LegacyUri(), legacy_uri);
+  ExpectRows(store_.Read("evals", {}, none_), {{{"r2", "a"}, 3}});
 }
 
 }  // namespace
