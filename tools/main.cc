@@ -50,6 +50,11 @@ const char kUsage[] =
     "                        with a step in [A, B) (A or B may be left out)\n"
     "  optimize REPO         fold runs, sort the metrics, update the index\n"
     "\n"
+    "both:\n"
+    "  purge REPO|DB [--force]\n"
+    "                        rewrite deleted rows away and remove every untagged old\n"
+    "                        version; --force deletes tags that hold deleted data\n"
+    "\n"
     "benchmarks:\n"
     "  bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
     "                        kv0 against RocksDB, db_bench style (N: 1000000)\n"
@@ -58,7 +63,7 @@ const char kUsage[] =
     "\n"
     "options:\n"
     "  --storage-option K=V  pass an object-store option to Lance (repeatable)\n"
-    "  --json                (runs, run, params, metrics, optimize) print JSON\n";
+    "  --json                (runs, run, params, metrics, optimize, purge) print JSON\n";
 
 struct Args {
   std::vector<std::string> positional;
@@ -90,7 +95,7 @@ Args Parse(int argc, char** argv) {
                arg == "--steps" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
-    } else if (arg == "--reverse" || arg == "--json") {
+    } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
       args.flags[arg] = "1";
     } else {
       args.positional.push_back(arg);
@@ -473,7 +478,48 @@ int Optimize(const Args& args) {
   return 0;
 }
 
+// A repository holds runs.lance; anything else is taken for a key-value
+// database.
+bool IsRepository(const Args& args) {
+  std::string uri = args.positional[1];
+  if (!uri.empty() && uri.back() != '/') uri += '/';
+  return kv0::lance::Dataset::Exists(uri + "runs.lance", args.storage);
+}
+
+int Purge(const Args& args) {
+  Need(args, 2, "purge REPO|DB [--force] [--json]");
+  bool force = args.Has("--force");
+  uint64_t versions, bytes;
+  std::vector<std::string> tags;
+  if (IsRepository(args)) {
+    auto repo = OpenRepo(args, true);
+    auto stats = repo.Purge(force);
+    repo.Close();
+    versions = stats.versions_removed;
+    bytes = stats.bytes_removed;
+    tags = stats.tags_deleted;
+  } else {
+    kv0::kv::Options options;
+    options.storage_options = args.storage;
+    options.create_if_missing = false;
+    auto db = kv0::kv::DB::Open(args.positional[1], options);
+    auto stats = db->Purge(force);
+    db->Close();
+    versions = stats.versions_removed;
+    bytes = stats.bytes_removed;
+    tags = stats.tags_deleted;
+  }
+  if (args.Has("--json")) {
+    PrintJson({{"versions_removed", versions}, {"bytes_removed", bytes}, {"tags_deleted", tags}});
+    return 0;
+  }
+  std::cout << "versions removed: " << versions << "\nbytes removed: " << bytes << "\n";
+  for (const auto& tag : tags) std::cout << "tag deleted: " << tag << "\n";
+  return 0;
+}
+
 int TrackingCommand(const std::string& command, const Args& args) {
+  if (command == "purge") return Purge(args);
   if (command == "runs") return Runs(args);
   if (command == "run") return RunRecord(args);
   if (command == "params") return Params(args);

@@ -200,6 +200,25 @@ def test_optimize(tmp_path):
     assert "points rewritten: 0" in kv0("optimize", repo, env_wal=wal).stdout
 
 
+def test_purge(tmp_path):
+    repo, run_id = run_demo(tmp_path / "demo")
+    wal = tmp_path / "wal"
+    before = kv0_json("metrics", repo, run_id, "loss", env_wal=wal)
+    purged = kv0_json("purge", repo, env_wal=wal)
+    assert purged["versions_removed"] > 0 and purged["tags_deleted"] == []
+    assert kv0_json("metrics", repo, run_id, "loss", env_wal=wal) == before
+    # A key-value database: deleted values leave every file.
+    db = tmp_path / "db"
+    kv0("put", db, "k", "SECRET-cli-purge", env_wal=wal)
+    kv0("put", db, "j", "kept", env_wal=wal)
+    kv0("delete", db, "k", env_wal=wal)
+    assert "versions removed:" in kv0("purge", db, "--force", env_wal=wal).stdout
+    assert not [f for f in db.rglob("*") if f.is_file() and b"SECRET-cli-purge" in f.read_bytes()]
+    assert kv0("get", db, "j", env_wal=wal).stdout == "kept\n"
+    missing = kv0("purge", tmp_path / "nothing", env_wal=wal, check=False)
+    assert missing.returncode == 1 and "NotFound" in missing.stderr
+
+
 def test_storage_options_reach_the_repository(s3_bucket, tmp_path):
     tracking = pytest.importorskip("kv0.tracking")
     bucket, options = s3_bucket
