@@ -20,8 +20,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kv0/error.h"
 #include "kv0/arrow_c.h"
+#include "kv0/error.h"
 
 namespace kv0::arrow {
 

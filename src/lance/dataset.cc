@@ -305,9 +305,11 @@ void Dataset::AddNullColumns(const arrow::Schema& columns) {
   Check(lance_dataset_add_null_columns(raw_.get(), schema.get()), "add columns to " + uri_);
 }
 
-void Dataset::CreateBTreeIndex(const std::string& column, const std::string& name) {
-  Check(lance_dataset_create_btree_index(raw_.get(), column.c_str(), name.c_str()),
-        "index " + column + " of " + uri_);
+void Dataset::CreateScalarIndex(const std::string& column, const std::string& name,
+                                IndexKind kind) {
+  const char* type = kind == IndexKind::kZoneMap ? "ZONEMAP" : "BTREE";
+  Check(lance_dataset_create_scalar_index(raw_.get(), column.c_str(), name.c_str(), type),
+        "create index " + name + " on " + uri_);
 }
 
 std::map<std::string, std::string> Dataset::Indices() const {

@@ -162,8 +162,12 @@ class Dataset {
   void AddNullColumns(const arrow::Schema& columns);
 
   // --- Indices, tags, configuration, cleanup ------------------------------------
-  // Creates the BTREE index `name` on `column`, or brings it up to date.
-  void CreateBTreeIndex(const std::string& column, const std::string& name);
+  // Creates the scalar index `name` on `column`, or brings it up to date: a
+  // BTREE (exact lookups and ranges) or a ZONEMAP (min and max per zone of
+  // rows, which lets a range filter skip zones; cheap, for sorted columns).
+  enum class IndexKind { kBTree, kZoneMap };
+  void CreateScalarIndex(const std::string& column, const std::string& name,
+                         IndexKind kind = IndexKind::kBTree);
   std::map<std::string, std::string> Indices() const;  // name -> column
   void CreateTag(const std::string& tag, uint64_t version);
   void DeleteTag(const std::string& tag);

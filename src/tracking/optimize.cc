@@ -372,7 +372,12 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   nlohmann::json list = nlohmann::json::array();
   for (uint64_t id : now_sorted) list.push_back(id);
   metrics.UpdateMetadata({{kSortedFragmentsKey, list.dump()}});
-  if (metrics.CountRows() > 0) metrics.CreateBTreeIndex("series_id", kSeriesIndexName);
+  if (metrics.CountRows() > 0) {
+    metrics.CreateScalarIndex("series_id", kSeriesIndexName);
+    // Sorted by (series_id, step), a series' steps are contiguous: zones of
+    // rows have narrow step ranges, so a step range skips most of a series.
+    metrics.CreateScalarIndex("step", kStepIndexName, lance::Dataset::IndexKind::kZoneMap);
+  }
 }
 
 }  // namespace kv0::tracking

@@ -727,8 +727,8 @@ void RecordsStore::OptimizeTable(const std::string& table, const Hidden& hidden)
   // Builds the indices, or extends them to fragments appended since; when
   // they are up to date this commits nothing.
   if (dataset->CountRows() == 0) return;
-  dataset->CreateBTreeIndex("item_id", kRecordsItemIndex);
-  dataset->CreateBTreeIndex("run_id", kRecordsRunIndex);
+  dataset->CreateScalarIndex("item_id", kRecordsItemIndex);
+  dataset->CreateScalarIndex("run_id", kRecordsRunIndex);
 }
 
 }  // namespace kv0::tracking

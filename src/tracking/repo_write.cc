@@ -402,7 +402,7 @@ void RepoImpl::MaybeCompact(int table) {
     dataset.Compact(lance::CompactOptions{});
     // Statistics rows are found through the series_id index, so reads need
     // no scan of the whole table even before the first optimize.
-    if (table == kMetrics) dataset.CreateBTreeIndex("series_id", kSeriesIndexName);
+    if (table == kMetrics) dataset.CreateScalarIndex("series_id", kSeriesIndexName);
     if (wal_ && last_mark_[table] != 0) {
       std::string writer = wal_->writer_id();
       std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);

@@ -57,6 +57,8 @@ inline constexpr uint64_t kReservedSeriesId = 0;
 
 // The BTREE index on metrics.series_id.
 inline constexpr const char* kSeriesIndexName = "series_id_idx";
+// The ZONEMAP index on metrics.step (kept by optimize).
+inline constexpr const char* kStepIndexName = "step_idx";
 
 inline constexpr std::string_view kRunsTable = "runs.lance";
 inline constexpr std::string_view kParamsTable = "params.lance";

@@ -301,15 +301,26 @@ TEST_P(DatasetTest, AddNullColumnsKeepsRows) {
 TEST_P(DatasetTest, BTreeIndexIsCreatedThenUpdated) {
   Dataset ds = Dataset::Create(Uri("idx.lance"), {}, kSchema, {});
   ds.Append(Rows(0, 1000));
-  ds.CreateBTreeIndex("id", "id_idx");
+  ds.CreateScalarIndex("id", "id_idx");
   EXPECT_EQ(ds.Indices(), (std::map<std::string, std::string>{{"id_idx", "id"}}));
   ds.Append(Rows(1000, 10));
   uint64_t before = ds.version();
-  ds.CreateBTreeIndex("id", "id_idx");
+  ds.CreateScalarIndex("id", "id_idx");
   EXPECT_GT(ds.version(), before);
   ScanOptions options;
   options.filter = "id = 1005";
   EXPECT_EQ(Ids(ds.Scan(options)), std::vector<uint64_t>{1005});
+}
+
+TEST_P(DatasetTest, ZoneMapIndexServesRanges) {
+  Dataset ds = Dataset::Create(Uri("zones.lance"), {}, kSchema, {});
+  ds.Append(Rows(0, 5000));
+  ds.CreateScalarIndex("id", "id_zones", Dataset::IndexKind::kZoneMap);
+  EXPECT_EQ(ds.Indices(), (std::map<std::string, std::string>{{"id_zones", "id"}}));
+  ScanOptions options;
+  options.filter = "id >= 4990 AND id < 4993";
+  EXPECT_EQ(Ids(ds.Scan(options)), (std::vector<uint64_t>{4990, 4991, 4992}));
+  EXPECT_THROW(ds.CreateScalarIndex("missing", "x"), Error);
 }
 
 TEST_P(DatasetTest, ConfigAndMetadata) {

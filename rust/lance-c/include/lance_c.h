@@ -224,11 +224,13 @@ int32_t lance_dataset_delete(const struct LanceDataset *dataset, const char *pre
 int32_t lance_dataset_add_null_columns(const struct LanceDataset *dataset,
                                        const struct ArrowSchema *schema);
 
-// Creates a BTREE index named `name` on `column`, or, when it exists,
-// extends it to the fragments added since it was built.
-int32_t lance_dataset_create_btree_index(const struct LanceDataset *dataset,
-                                         const char *column,
-                                         const char *name);
+// Creates a scalar index named `name` on `column` of type `index_type`
+// ("BTREE" or "ZONEMAP"), or, when it exists, extends it to the fragments
+// added since it was built.
+int32_t lance_dataset_create_scalar_index(const struct LanceDataset *dataset,
+                                          const char *column,
+                                          const char *name,
+                                          const char *index_type);
 
 // Lists the dataset's indices as a stream of (name utf8, column utf8).
 int32_t lance_dataset_indices(const struct LanceDataset *dataset,

@@ -143,31 +143,32 @@ pub unsafe extern "C" fn lance_dataset_add_null_columns(
     })
 }
 
-/// Creates a BTREE index named `name` on `column`, or, when it exists,
-/// extends it to the fragments added since it was built.
+/// Creates a scalar index named `name` on `column` of type `index_type`
+/// ("BTREE" or "ZONEMAP"), or, when it exists, extends it to the fragments
+/// added since it was built.
 #[no_mangle]
-pub unsafe extern "C" fn lance_dataset_create_btree_index(
+pub unsafe extern "C" fn lance_dataset_create_scalar_index(
     dataset: *const LanceDataset,
     column: *const c_char,
     name: *const c_char,
+    index_type: *const c_char,
 ) -> i32 {
     guard(|| {
         let handle = handle(dataset)?;
         let column = text(column, "column")?.to_owned();
         let name = text(name, "index name")?.to_owned();
+        let index_type = match text(index_type, "index type")? {
+            "BTREE" => IndexType::BTree,
+            "ZONEMAP" => IndexType::ZoneMap,
+            other => return Err(Failure::invalid(format!("unknown index type {other}"))),
+        };
         let mut dataset = handle.snapshot();
         let dataset = block_on(async move {
             let existing = dataset.load_indices_by_name(&name).await?;
             if existing.is_empty() {
                 let params = ScalarIndexParams::default();
                 dataset
-                    .create_index(
-                        &[column.as_str()],
-                        IndexType::BTree,
-                        Some(name),
-                        &params,
-                        false,
-                    )
+                    .create_index(&[column.as_str()], index_type, Some(name), &params, false)
                     .await?;
             } else {
                 let mut options = OptimizeOptions::default();
