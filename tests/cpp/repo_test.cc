@@ -1519,3 +1519,55 @@ TEST_F(RepoTest, OptimizeDropsTombstonesOlderThanMarkTtl) {
 
 }  // namespace
 }  // namespace kv0::tracking
+
+namespace kv0::tracking {
+namespace {
+
+// --- Threads ------------------------------------------------------------------
+
+TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
+  RepoOptions options = Opts();
+  options.flush_rows = 500;  // background flushes while the threads write
+  options.flush_interval = std::chrono::milliseconds(50);
+  Repo repo = Repo::Open(Uri(), options);
+  constexpr int kThreads = 3, kPoints = 3000;
+  std::vector<tracking::Run> runs;
+  for (int t = 0; t < kThreads; ++t) {
+    runs.push_back(repo.CreateRun(NewRun{.name = "t" + std::to_string(t)}));
+  }
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done) {
+      auto series = repo.AllSeries();
+      std::vector<uint64_t> ids;
+      for (const auto& s : series) ids.push_back(s.series_id);
+      for (const auto& [id, stats] : repo.GetSeriesStats(ids)) {
+        EXPECT_LE(stats.count, static_cast<uint64_t>(kPoints));
+      }
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kPoints; ++i) {
+        runs[t].Track(i, "loss");
+        if (i % 1000 == 0) runs[t].SetParams({{"at", i}});
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  done = true;
+  reader.join();
+  for (auto& run : runs) run.Finish();
+  for (const auto& run : runs) {
+    uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+    SeriesStats stats = repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id);
+    EXPECT_EQ(stats.count, static_cast<uint64_t>(kPoints));
+    EXPECT_EQ(stats.last_step, kPoints - 1);
+    EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"at", 2000}}));
+    EXPECT_EQ(repo.GetRun(run.run_id())->status, "finished");
+  }
+}
+
+}  // namespace
+}  // namespace kv0::tracking
