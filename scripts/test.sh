@@ -27,7 +27,7 @@ build/tsan/tests/cpp/lru_cache_test 2>>"$tsan_log"
 build/tsan/tests/cpp/background_test --gtest_filter=-*Fork* 2>>"$tsan_log"
 build/tsan/tests/cpp/kv_test --gtest_filter='KvTest.ConcurrentWritersAndReaders:*Interval*:*TwoHandles*' 2>>"$tsan_log"
 build/tsan/tests/cpp/repo_test \
-  --gtest_filter='*Concurrent*:RepoTest.TwoWriters*:RepoTest.AWriterRacing*' 2>>"$tsan_log"
+  --gtest_filter='*Concurrent*' 2>>"$tsan_log"
 unset TSAN_OPTIONS
 scripts/tsan_report.py "$tsan_log"
 

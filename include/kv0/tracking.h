@@ -1,12 +1,13 @@
 // kv0::tracking: the storage of an experiment tracker.
 //
 // A repository is a location (a local directory or an object-store URI)
-// holding four Lance datasets:
+// holding four Lance datasets, plus one per records table:
 //
-//   runs.lance     one row per change of a run's record
-//   params.lance   one row per (run, dotted parameter key) change
-//   series.lance   one row per metric series (run, name, context)
-//   metrics.lance  the points, plus statistics rows (see SeriesStats)
+//   runs.lance          one row per change of a run's record
+//   params.lance        one row per (run, dotted parameter key) change
+//   series.lance        one row per metric series (run, name, context)
+//   metrics.lance       the points, plus statistics rows (see SeriesStats)
+//   records/<t>.lance   rows of the records table t (see AppendRecords)
 //
 // Writing. Run::Track and Run::SetParams only append to a buffer shared by
 // the Repo handle, and to a local write-ahead log. The buffer is committed
@@ -348,11 +349,16 @@ class Repo {
   TableVersions Versions();
 
   // --- Maintenance ---------------------------------------------------------
-  // Folds run rows, rewrites the metrics fragments not yet sorted by
-  // (series_id, step) with one exact statistics row per series, compacts
-  // params and series and builds or updates the BTREE index on
-  // metrics.series_id. Keeps rows other writers append meanwhile; running
-  // it again with nothing new changes nothing.
+  // Brings storage into its read-optimised shape: folds each live run's rows
+  // (see tracking/run_record.h); deletes every row of deleted runs that is
+  // still stored (a writer racing a delete) and drops tombstones and WAL
+  // marks older than mark_ttl; rewrites the metrics fragments not yet sorted
+  // by (series_id, step), keeping the latest point per step, with one exact
+  // statistics row per series, in passes that fit optimize_memory; keeps a
+  // BTREE index on metrics.series_id and a ZONEMAP index on metrics.step;
+  // folds superseded records rows and indexes item_id and run_id; compacts
+  // params and series. Rows other writers append meanwhile are kept. Running
+  // it again with nothing new rewrites nothing.
   OptimizeStats Optimize();
   // --- Deleting runs ---------------------------------------------------------
   // Deletes runs: commits a tombstone per run first, then deletes the runs'

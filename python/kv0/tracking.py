@@ -31,6 +31,20 @@ writers committed. Records come back as dicts with the keys of the JSON form
 of the C++ types (include/kv0/tracking.h); times are ints of microseconds
 since the Unix epoch (UTC), ``*_us`` keys.
 
+Records tables hold what is neither a parameter nor a metric (evaluation
+results, trace spans, ...): each is a Lance dataset of its own under
+``records/``, created by its first append, whose rows are keyed by
+``(run_id, item_id)`` with a JSON ``data`` value; the newest row of a key
+replaces the older ones::
+
+    repo.append_records("evals", [{"item_id": "q1", "data": {"score": 0.9},
+                                   "run_id": run.run_id}])
+    repo.records("evals", run_id=run.run_id, item_prefix="q")
+
+Deleting: ``delete_runs`` hides runs from every read at once and deletes
+their rows; ``purge`` then removes the older table versions that still hold
+them (a records tag that keeps such rows refuses it, unless ``force``).
+
 Times given to kv0 (``created_at``, ``ended_at``, ``timestamp``,
 ``start_time``, ``stop_time``, and the ``created_at_us`` and ``ended_at_us``
 fields of an update) are a ``datetime`` (a naive one is taken as UTC) or an
@@ -94,6 +108,10 @@ class Repo(_native._Repo):
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
     series_stats, read_many, read_many_in, latest_versions, versions.
+    Records tables: append_records, records, records_arrow,
+    records_version, record_tables, create_records_tag,
+    delete_records_tag, records_tags, has_legacy_records.
+    Deleting: delete_runs, purge.
     Maintenance: optimize, recompute_series_stats.
 
     A Repo is a context manager that closes it on exit; a Repo dropped or

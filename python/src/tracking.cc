@@ -7,20 +7,24 @@
 // thread that waits on Lance, or on a kv0 lock held by a thread that waits
 // on Lance, while holding the GIL can deadlock with it.
 //
-// Run.track, the hot path, releases it too, although Run::Track normally
-// only appends to the in-memory buffer and the local-file WAL under a lock
-// that no thread holds while calling Lance. Keeping the GIL there would be
-// faster when other Python threads compete for it (measured: about 1.5M
-// calls/s kept, 0.5-1M released, with one CPU-bound Python thread beside;
-// single-threaded both run at 1.5-2.5M calls/s), but Run::Track is not
-// always that cheap: once the buffer holds 2 * flush_rows points it calls
-// Repo::Flush() itself (the background flush is not keeping up), which
-// waits on flush_mu_, held by a flush that is inside Lance. Holding the GIL
-// there deadlocks as soon as Lance logs from its runtime threads during that
-// flush (reproduced with set_lance_log_level(5) and flush_rows=10: the main
-// thread blocks in RepoImpl::Flush, a lance-c thread in PyGILState_Ensure).
-// Track may keep the GIL again (drop the gil_scoped_release below) once the
-// log callback never blocks on the GIL or Track no longer flushes inline.
+// Run.track, the hot path, is the exception: it keeps the GIL for the
+// common call, which only appends to the in-memory buffer and the local-file
+// WAL under a lock that no thread holds while calling Lance (measured with a
+// CPU-bound Python thread beside: about 1.5M calls/s kept, 0.5-1M released).
+// Once the buffer holds 2 * flush_rows points, though, Run::Track calls
+// Repo::Flush() itself (the background flush is not keeping up), which waits
+// on flush_mu_, held by a flush that is inside Lance; holding the GIL there
+// deadlocks as soon as Lance logs from its runtime threads during that flush
+// (reproduced with set_lance_log_level(5) and flush_rows=10: the main thread
+// blocked in RepoImpl::Flush, a lance-c thread in PyGILState_Ensure). So
+// track asks Run::TrackMayWait() first and releases the GIL for such a call.
+// The answer stays valid for the call: points come from Python callers,
+// which cannot add any while this one holds the GIL (no binding hands the
+// handle to a C++ writer), and a background flush that succeeds only empties
+// the buffer. One window remains: a background flush that fails puts its
+// rows back (RepoImpl::FlushLocked), which can fill the buffer between the
+// check and the call; TrackMayWait would have to count the rows of a flush
+// in flight to close it.
 //
 // Values. Parameters, contexts and targets convert to and from JSON with
 // json_convert.h; the result structs (RunInfo, SeriesInfo, SeriesStats...)
@@ -264,6 +268,102 @@ RunChange ParseRunChange(const nb::kwargs& fields, const char* function) {
   return c;
 }
 
+// Run ids and item ids: an iterable of str; a lone str is refused, since
+// iterating it would give its characters.
+std::vector<std::string> StrList(nb::handle obj, const char* what) {
+  if (PyUnicode_Check(obj.ptr()) || PyBytes_Check(obj.ptr())) {
+    throw nb::type_error(
+        (std::string(what) + " must be an iterable of str, not " + TypeName(obj)).c_str());
+  }
+  std::vector<std::string> out;
+  for (nb::handle item : obj) {
+    if (!PyUnicode_Check(item.ptr())) {
+      throw nb::type_error(
+          (std::string("each of ") + what + " must be a str, not " + TypeName(item)).c_str());
+    }
+    out.push_back(nb::cast<std::string>(item));
+  }
+  return out;
+}
+
+std::string Str(nb::handle obj, const std::string& what) {
+  if (!PyUnicode_Check(obj.ptr())) {
+    throw nb::type_error((what + " must be a str, not " + TypeName(obj)).c_str());
+  }
+  return nb::cast<std::string>(obj);
+}
+
+// A version argument: None (0, the latest) or an int >= 0.
+uint64_t Version(nb::handle obj) {
+  if (obj.is_none()) return 0;
+  uint64_t v = 0;
+  if (PyBool_Check(obj.ptr()) || !PyLong_Check(obj.ptr()) || !nb::try_cast(obj, v)) {
+    throw nb::type_error(
+        (std::string("version must be an int >= 0 or None, not ") + nb::repr(obj).c_str()).c_str());
+  }
+  return v;
+}
+
+// The rows of Repo.append_records: an iterable of dicts with the keys
+// item_id (str), data (any JSON-able value), run_id (str or None, optional)
+// and created_at (a time, optional; created_at_us is taken too, and seq
+// ignored, so that rows read by Repo.records append back unchanged).
+std::vector<tr::Record> RecordRows(nb::handle rows) {
+  if (PyDict_Check(rows.ptr()) || PyUnicode_Check(rows.ptr()) || PyBytes_Check(rows.ptr())) {
+    throw nb::type_error(("rows must be an iterable of dicts, not " + TypeName(rows)).c_str());
+  }
+  std::vector<tr::Record> out;
+  for (nb::handle row : rows) {
+    std::string where = "rows[" + std::to_string(out.size()) + "]";
+    if (!PyDict_Check(row.ptr())) {
+      throw nb::type_error((where + " must be a dict, not " + TypeName(row)).c_str());
+    }
+    tr::Record r;
+    bool has_item = false, has_data = false, has_time = false;
+    for (auto [key, value] : nb::borrow<nb::dict>(row)) {
+      std::string k = Str(key, where + ": a key");
+      if (k == "item_id") {
+        r.item_id = Str(value, where + "['item_id']");
+        has_item = true;
+      } else if (k == "data") {
+        r.data = ToJson(value);
+        has_data = true;
+      } else if (k == "run_id") {
+        if (!value.is_none()) r.run_id = Str(value, where + "['run_id']");
+      } else if (k == "created_at" || k == "created_at_us") {
+        if (has_time) {
+          throw nb::type_error((where + ": give created_at or created_at_us, not both").c_str());
+        }
+        has_time = true;
+        if (!value.is_none()) r.created_at_us = Micros(value, (where + "['" + k + "']").c_str());
+      } else if (k != "seq") {
+        throw nb::type_error(
+            (where + ": unexpected key '" + k + "' (keys: item_id, data, run_id, created_at)")
+                .c_str());
+      }
+    }
+    if (!has_item) throw nb::type_error((where + " has no 'item_id'").c_str());
+    if (!has_data) throw nb::type_error((where + " has no 'data'").c_str());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// The keyword arguments of Repo.records and Repo.records_arrow.
+tr::RecordQuery MakeRecordQuery(nb::handle run_id, nb::handle run_ids, nb::handle item_id,
+                                nb::handle item_ids, nb::handle item_prefix, nb::handle version,
+                                nb::handle tag) {
+  tr::RecordQuery q;
+  q.run_id = OptionalStr(run_id, "run_id");
+  if (!run_ids.is_none()) q.run_ids = StrList(run_ids, "run_ids");
+  q.item_id = OptionalStr(item_id, "item_id");
+  if (!item_ids.is_none()) q.item_ids = StrList(item_ids, "item_ids");
+  q.item_prefix = OptionalStr(item_prefix, "item_prefix");
+  q.version = Version(version);
+  if (auto t = OptionalStr(tag, "tag")) q.tag = std::move(*t);
+  return q;
+}
+
 // --- Results ----------------------------------------------------------------
 
 nb::object OptionalToPy(const std::optional<std::string>& s) {
@@ -318,6 +418,16 @@ nb::list SeriesListToPy(const std::vector<tr::SeriesInfo>& series) {
   nb::list out;
   for (const auto& s : series) out.append(SeriesInfoToDict(s));
   return out;
+}
+
+nb::dict RecordToDict(const tr::Record& r) {
+  nb::dict d;
+  d["seq"] = nb::int_(r.seq);
+  d["run_id"] = OptionalToPy(r.run_id);
+  d["item_id"] = nb::str(r.item_id.data(), r.item_id.size());
+  d["data"] = FromJson(r.data);
+  d["created_at_us"] = nb::int_(r.created_at_us);
+  return d;
 }
 
 nb::tuple VersionsToTuple(const tr::TableVersions& v) {
@@ -446,7 +556,8 @@ void BindTracking(nb::module_& m) {
           "run_id", [](PyRun& self) { return self.run->run_id(); }, "The run's id (a str).")
       .def(
           "track",
-          // Releases the GIL only around Run::Track: see the top of this file.
+          // Keeps the GIL unless Run::Track may wait for a flush: see the top
+          // of this file.
           [](PyRun& self, double value, std::string_view name, std::optional<int64_t> step,
              std::optional<int64_t> epoch, nb::handle context, nb::handle timestamp) {
             tr::TrackOptions opts;
@@ -454,7 +565,8 @@ void BindTracking(nb::module_& m) {
             opts.epoch = epoch;
             if (!context.is_none()) opts.context = Context(context);
             if (!timestamp.is_none()) opts.timestamp_us = Micros(timestamp, "timestamp");
-            nb::gil_scoped_release release;
+            std::optional<nb::gil_scoped_release> release;
+            if (self.run->TrackMayWait()) release.emplace();
             self.run->Track(value, name, opts);
           },
           "value"_a, "name"_a, "step"_a = nb::none(), "epoch"_a = nb::none(),
@@ -810,7 +922,183 @@ void BindTracking(nb::module_& m) {
           },
           "ids"_a,
           nb::sig("def recompute_series_stats(self, ids: collections.abc.Iterable[int]) -> None"),
-          "Marks the statistics of ids for recomputation from their points.");
+          "Marks the statistics of ids for recomputation from their points.")
+      .def(
+          "delete_runs",
+          [](PyRepo& self, nb::handle run_ids) {
+            std::vector<std::string> ids = StrList(run_ids, "run_ids");
+            nb::gil_scoped_release release;
+            self.repo().DeleteRuns(ids);
+          },
+          "run_ids"_a,
+          nb::sig("def delete_runs(self, run_ids: collections.abc.Iterable[str]) -> None"),
+          "Deletes runs: commits a tombstone per run, then deletes their points, statistics, "
+          "series, parameters and records rows. Every read ignores a deleted run from then on, "
+          "and writing through a handle on it raises kv0.errors.NotFound. Unknown ids are "
+          "ignored. The bytes stay in older table versions until purge().")
+      .def(
+          "append_records",
+          [](PyRepo& self, const std::string& table, nb::handle rows) {
+            std::vector<tr::Record> r = RecordRows(rows);
+            nb::gil_scoped_release release;
+            return self.repo().AppendRecords(table, r);
+          },
+          "table"_a, "rows"_a,
+          nb::sig("def append_records(self, table: str, rows: collections.abc.Iterable[dict]) -> "
+                  "int"),
+          "Appends rows to the records table (created by its first append) in one commit and "
+          "returns the table's new version. Each row is a dict with item_id (a non-empty str), "
+          "data (any JSON-able value), and optionally run_id (str or None) and created_at (a "
+          "datetime, naive = UTC, or an int of microseconds since the Unix epoch; default, or 0: "
+          "now). Rows are keyed by (run_id, item_id): a newer row replaces the older ones. "
+          "Rows as records() returns them are accepted too (seq is ignored, created_at_us "
+          "read as created_at).")
+      .def(
+          "records",
+          [](PyRepo& self, const std::string& table, nb::handle run_id, nb::handle run_ids,
+             nb::handle item_id, nb::handle item_ids, nb::handle item_prefix, nb::handle version,
+             nb::handle tag) {
+            tr::RecordQuery q =
+                MakeRecordQuery(run_id, run_ids, item_id, item_ids, item_prefix, version, tag);
+            std::vector<tr::Record> rows;
+            {
+              nb::gil_scoped_release release;
+              rows = self.repo().Records(table, q);
+            }
+            nb::list out;
+            for (const auto& r : rows) out.append(RecordToDict(r));
+            return out;
+          },
+          "table"_a, nb::kw_only(), "run_id"_a = nb::none(), "run_ids"_a = nb::none(),
+          "item_id"_a = nb::none(), "item_ids"_a = nb::none(), "item_prefix"_a = nb::none(),
+          "version"_a = nb::none(), "tag"_a = nb::none(),
+          nb::sig("def records(self, table: str, *, run_id: str | None = None, run_ids: "
+                  "collections.abc.Iterable[str] | None = None, item_id: str | None = None, "
+                  "item_ids: collections.abc.Iterable[str] | None = None, item_prefix: str | None "
+                  "= None, version: int | None = None, tag: str | None = None) -> list[dict]"),
+          "The newest row of every (run_id, item_id) the filters select, ordered by run_id "
+          "(rows without one first), then item_id, as dicts with keys seq, run_id, item_id, "
+          "data and created_at_us. Filters: at most one of run_id and run_ids (any of them), "
+          "at most one of item_id, item_ids and item_prefix; the two kinds combine with AND. "
+          "version or tag reads the table as it was then. A table that does not exist has no "
+          "rows; a version or tag that does not exist raises kv0.errors.NotFound. Rows of "
+          "deleted runs are never returned.")
+      .def(
+          "records_arrow",
+          [](PyRepo& self, const std::string& table, nb::handle run_id, nb::handle run_ids,
+             nb::handle item_id, nb::handle item_ids, nb::handle item_prefix, nb::handle version,
+             nb::handle tag) {
+            tr::RecordQuery q =
+                MakeRecordQuery(run_id, run_ids, item_id, item_ids, item_prefix, version, tag);
+            arrow::OwnedStream stream;
+            {
+              nb::gil_scoped_release release;
+              self.repo().RecordsStream(table, q, stream.get());
+            }
+            return ExportStream(std::move(stream));
+          },
+          "table"_a, nb::kw_only(), "run_id"_a = nb::none(), "run_ids"_a = nb::none(),
+          "item_id"_a = nb::none(), "item_ids"_a = nb::none(), "item_prefix"_a = nb::none(),
+          "version"_a = nb::none(), "tag"_a = nb::none(),
+          nb::sig("def records_arrow(self, table: str, *, run_id: str | None = None, run_ids: "
+                  "collections.abc.Iterable[str] | None = None, item_id: str | None = None, "
+                  "item_ids: collections.abc.Iterable[str] | None = None, item_prefix: str | None "
+                  "= None, version: int | None = None, tag: str | None = None) -> "
+                  "kv0._kv0.ArrowStream"),
+          "As records(), as a single-use Arrow stream (__arrow_c_stream__; e.g. "
+          "pyarrow.table(...)) with columns seq (uint64), table_name (string), run_id (string, "
+          "nullable), item_id (string), data (string, the JSON text) and created_at "
+          "(timestamp[us, UTC]).")
+      .def(
+          "records_version",
+          [](PyRepo& self, const std::string& table) {
+            nb::gil_scoped_release release;
+            return self.repo().RecordsVersion(table);
+          },
+          "table"_a, nb::sig("def records_version(self, table: str) -> int"),
+          "The records table's latest version (0 if it does not exist), so that a run can "
+          "record exactly what it read.")
+      .def(
+          "record_tables",
+          [](PyRepo& self) {
+            std::vector<std::string> names;
+            {
+              nb::gil_scoped_release release;
+              names = self.repo().RecordTables();
+            }
+            return names;
+          },
+          nb::sig("def record_tables(self) -> list[str]"),
+          "The names of the records tables, sorted.")
+      .def(
+          "create_records_tag",
+          [](PyRepo& self, const std::string& table, const std::string& tag, nb::handle version) {
+            uint64_t v = Version(version);
+            nb::gil_scoped_release release;
+            self.repo().CreateRecordsTag(table, tag, v);
+          },
+          "table"_a, "tag"_a, "version"_a = nb::none(),
+          nb::sig("def create_records_tag(self, table: str, tag: str, version: int | None = None) "
+                  "-> None"),
+          "Tags a version of one records table (default: the latest), which keeps its rows "
+          "readable with records(table, tag=...). Tags belong to one table.")
+      .def(
+          "delete_records_tag",
+          [](PyRepo& self, const std::string& table, const std::string& tag) {
+            nb::gil_scoped_release release;
+            self.repo().DeleteRecordsTag(table, tag);
+          },
+          "table"_a, "tag"_a, nb::sig("def delete_records_tag(self, table: str, tag: str) -> None"),
+          "Deletes a tag of one records table.")
+      .def(
+          "records_tags",
+          [](PyRepo& self, const std::string& table) {
+            std::map<std::string, uint64_t> tags;
+            {
+              nb::gil_scoped_release release;
+              tags = self.repo().RecordsTags(table);
+            }
+            nb::dict out;
+            for (const auto& [tag, version] : tags) {
+              out[nb::str(tag.data(), tag.size())] = nb::int_(version);
+            }
+            return out;
+          },
+          "table"_a, nb::sig("def records_tags(self, table: str) -> dict[str, int]"),
+          "The tags of one records table and the versions they name.")
+      .def(
+          "has_legacy_records",
+          [](PyRepo& self) {
+            nb::gil_scoped_release release;
+            return self.repo().HasLegacyRecords();
+          },
+          nb::sig("def has_legacy_records(self) -> bool"),
+          "True if the location holds the single records.lance of earlier kv0 versions (which "
+          "opening migrated into per-table datasets, and kept).")
+      .def(
+          "purge",
+          [](PyRepo& self, bool force) {
+            tr::PurgeStats s;
+            {
+              nb::gil_scoped_release release;
+              s = self.repo().Purge(force);
+            }
+            nb::dict d;
+            d["datasets"] = nb::int_(s.datasets);
+            d["versions_removed"] = nb::int_(s.versions_removed);
+            d["bytes_removed"] = nb::int_(s.bytes_removed);
+            nb::list tags;
+            for (const auto& t : s.tags_deleted) tags.append(nb::str(t.data(), t.size()));
+            d["tags_deleted"] = tags;
+            return d;
+          },
+          "force"_a = false, nb::sig("def purge(self, force: bool = False) -> dict"),
+          "Makes deleted runs' bytes unreachable: rewrites every fragment holding deleted rows "
+          "(tracking and records tables) and removes every version no tag names, except the "
+          "latest. A tag on a version that still holds rows of a deleted run makes it raise "
+          "kv0.errors.Busy naming the tag, unless force, which deletes such tags. Returns "
+          "datasets, versions_removed, bytes_removed and tags_deleted (with force, as "
+          "'<dataset>:<tag>', e.g. 'records/evals:v1').");
 }
 
 }  // namespace kv0::python

@@ -102,7 +102,11 @@ void RepoImpl::DropDeletedLocked(WriteBuffer* buf) {
   std::unordered_set<uint64_t> dropped;
   for (const auto& [id, delta] : buf->points.deltas) {
     auto known = series_.find(id);
-    if (known == series_.end() || gone(known->second.run_id)) dropped.insert(id);
+    // A series this handle does not know only has points here when they
+    // were replayed for a series deleted since; an empty delta is a
+    // recompute request (RecomputeSeriesStats) and stays.
+    bool orphan = known == series_.end() && !delta.empty();
+    if (orphan || (known != series_.end() && gone(known->second.run_id))) dropped.insert(id);
   }
   if (dropped.empty()) return;
   PointBuffer kept;

@@ -57,6 +57,9 @@ PurgeStats RepoImpl::Purge(bool force) {
     deleted.assign(deleted_.begin(), deleted_.end());
   }
   std::sort(deleted.begin(), deleted.end());
+  // Rows only hidden so far (a writer racing a delete, records appended
+  // under a deleted run's id) are deleted first, so the rewrite drops them.
+  if (!deleted.empty()) DeleteRowsOfRuns(deleted);
   std::vector<std::string> filters = RunIdFilters(deleted);
   std::unordered_set<uint64_t> live;
   for (const auto& s : ReadSeries("")) live.insert(s.series_id);

@@ -203,37 +203,41 @@ void Repo::DeleteRuns(std::span<const std::string> run_ids) { impl_->DeleteRuns(
 
 uint64_t Repo::AppendRecords(const std::string& table, std::span<const Record> rows) {
   impl_->CheckOpen();
-  return impl_->records_->Append(table, rows);
+  impl_->LoadTombstones(false);
+  for (const auto& row : rows) {
+    if (row.run_id && impl_->IsDeleted(*row.run_id)) {
+      throw Error(Code::kInvalidArgument, "run " + *row.run_id + " was deleted");
+    }
+  }
+  return impl_->Records().Append(table, rows);
 }
 
 std::vector<Record> Repo::Records(const std::string& table, const RecordQuery& query) {
-  impl_->CheckOpen();
-  return impl_->records_->Read(table, query, impl_->HiddenRuns());
+  return impl_->Records().Read(table, query, impl_->HiddenRuns());
 }
 
 void Repo::RecordsStream(const std::string& table, const RecordQuery& query,
                          ArrowArrayStream* out) {
-  impl_->CheckOpen();
-  impl_->records_->ReadStream(table, query, impl_->HiddenRuns(), out);
+  impl_->Records().ReadStream(table, query, impl_->HiddenRuns(), out);
 }
 
-uint64_t Repo::RecordsVersion(const std::string& table) { return impl_->records_->Version(table); }
+uint64_t Repo::RecordsVersion(const std::string& table) { return impl_->Records().Version(table); }
 
-std::vector<std::string> Repo::RecordTables() { return impl_->records_->Tables(); }
+std::vector<std::string> Repo::RecordTables() { return impl_->Records().Tables(); }
 
 void Repo::CreateRecordsTag(const std::string& table, const std::string& tag, uint64_t version) {
-  impl_->records_->CreateTag(table, tag, version);
+  impl_->Records().CreateTag(table, tag, version);
 }
 
 void Repo::DeleteRecordsTag(const std::string& table, const std::string& tag) {
-  impl_->records_->DeleteTag(table, tag);
+  impl_->Records().DeleteTag(table, tag);
 }
 
 std::map<std::string, uint64_t> Repo::RecordsTags(const std::string& table) {
-  return impl_->records_->Tags(table);
+  return impl_->Records().Tags(table);
 }
 
-bool Repo::HasLegacyRecords() { return impl_->records_->HasLegacy(); }
+bool Repo::HasLegacyRecords() { return impl_->Records().HasLegacy(); }
 
 PurgeStats Repo::Purge(bool force) { return impl_->Purge(force); }
 

@@ -75,6 +75,9 @@ struct WriteBuffer {
 struct kv0::tracking::Run::State {
   std::string run_id;
   bool deleted = false;  // a tombstone was seen: writes fail with NotFound
+  // Created with a given id: stored points may exist that this handle has
+  // not read (see Track).
+  bool history_unknown = false;
   // Series of this run by name and context (name, then "\0" and the context
   // JSON when it is not empty); values point into RepoImpl::series_. Looked
   // up by string_view, so tracking a known series allocates nothing.
@@ -108,6 +111,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   Run CreateRun(const NewRun& run);
   Run ResumeRun(const std::string& run_id);
   RunInfo UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change);
+  // The run's record from storage and this handle's buffer (no flush).
+  std::optional<RunInfo> CurrentRecord(const std::string& run_id);
   // Run::Update: UpdateRun, refused for a run this handle knows is deleted.
   RunInfo UpdateLive(Run::State& run, const std::function<void(RunInfo&)>& change);
   void Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts);
@@ -121,7 +126,6 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   void OnTick(SteadyTime now) override;
   void AddRunRowLocked(RunRow row);
   void LogLocked(const std::string& record);
-  void WriteStagedPointsLocked();
   void MaybeCompact(int table);
 
   // repo_read.cc
@@ -166,6 +170,10 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   PurgeStats Purge(bool force);
 
   void CheckOpen() const;
+  RecordsStore& Records() {
+    CheckOpen();
+    return *records_;
+  }
   // True when the next Track may flush on the caller's thread.
   bool BufferFull();
   // Throws NotFound for a run deleted since the handle was made (write_mu_).
@@ -184,7 +192,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::mutex write_mu_;
   HybridClock clock_;
   WriteBuffer buffer_;
-  PointsRecord staged_;            // points logged but not yet written to the WAL
+  size_t flushing_points_ = 0;     // points a flush has taken and not committed yet
+  PointsRecord point_record_;      // reused by Track, to log without allocating
   std::unique_ptr<wal::Log> wal_;  // null for memory://
   std::string wal_dir_;
   std::unordered_map<uint64_t, SeriesState> series_;  // series this handle knows

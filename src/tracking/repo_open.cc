@@ -69,7 +69,8 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   repo->LoadTombstones(true);
   if (!IsMemoryUri(repo->uri_)) {
     repo->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + repo->uri_);
-    repo->wal_ = wal::Log::Open(repo->wal_dir_, ToSyncMode(options.wal_sync));
+    // Mapped, so logging a point is a memory copy that survives the process.
+    repo->wal_ = wal::Log::Open(repo->wal_dir_, ToSyncMode(options.wal_sync), /*mapped=*/true);
     repo->ReplayAbandonedWals();
   }
   repo->last_flush_ns_ = SteadyNanos();

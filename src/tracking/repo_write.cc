@@ -11,10 +11,6 @@
 namespace kv0::tracking {
 namespace {
 
-// Points are logged in records of about this size: one write call per
-// record instead of per point (see docs/decisions.md).
-constexpr size_t kStagedPointsBytes = 64 << 10;
-
 std::atomic<void (*)(const char*)> flush_hook{nullptr};
 
 int64_t NowMicros() { return static_cast<int64_t>(WallNanos() / 1000); }
@@ -50,7 +46,8 @@ void CheckRecord(const RunInfo& info) {
 
 bool RepoImpl::BufferFull() {
   std::lock_guard lock(write_mu_);
-  return buffer_.points.size() + 1 >= 2 * options_.flush_rows;
+  // A failing flush puts its points back: count them as still buffered.
+  return buffer_.points.size() + flushing_points_ + 1 >= 2 * options_.flush_rows;
 }
 
 void RepoImpl::CheckLive(const Run::State& run) const {
@@ -73,15 +70,7 @@ std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
 }
 
 void RepoImpl::LogLocked(const std::string& record) {
-  if (!wal_) return;
-  // Staged points go first, so the WAL keeps the order of the calls.
-  WriteStagedPointsLocked();
-  wal_->Append(record);
-}
-
-void RepoImpl::WriteStagedPointsLocked() {
-  if (!wal_ || staged_.empty()) return;
-  wal_->Append(staged_.Take());
+  if (wal_) wal_->Append(record);
 }
 
 void RepoImpl::AddRunRowLocked(RunRow row) {
@@ -95,6 +84,11 @@ Run RepoImpl::CreateRun(const NewRun& spec) {
   RunInfo info;
   info.run_id = spec.run_id.value_or(NewRunId());
   CheckRunId(info.run_id);
+  LoadTombstones(false);
+  if (IsDeleted(info.run_id)) {
+    throw Error(Code::kInvalidArgument,
+                "run " + info.run_id + " was deleted; its id cannot be used again");
+  }
   info.name = spec.name;
   info.experiment = spec.experiment;
   info.description = spec.description;
@@ -109,6 +103,10 @@ Run RepoImpl::CreateRun(const NewRun& spec) {
     std::lock_guard lock(write_mu_);
     AddRunRowLocked(RunRow{clock_.Next(), info, kAllRunFields});
     state = NewRunState(info.run_id);
+    // A given id may name a run with stored points this handle has not
+    // read: its first points to each series are counted as possibly
+    // overwriting some.
+    state->history_unknown = spec.run_id.has_value();
   }
   return Run(shared_from_this(), std::move(state));
 }
@@ -149,9 +147,25 @@ RunInfo RepoImpl::UpdateLive(Run::State& run, const std::function<void(RunInfo&)
   return UpdateRun(run.run_id, change);
 }
 
+std::optional<RunInfo> RepoImpl::CurrentRecord(const std::string& run_id) {
+  // The buffer's rows of the run and the stored ones merge like any rows, so
+  // no flush is needed. A flush moving rows in between only hides changes
+  // this handle made to fields that the update then leaves alone.
+  std::vector<RunRow> rows;
+  {
+    std::lock_guard lock(write_mu_);
+    for (const auto& row : buffer_.runs) {
+      if (row.record.run_id == run_id) rows.push_back(row);
+    }
+  }
+  for (auto& row : ReadRunRows("run_id = " + SqlString(run_id))) rows.push_back(std::move(row));
+  return MergeRun(std::move(rows));
+}
+
 RunInfo RepoImpl::UpdateRun(const std::string& run_id,
                             const std::function<void(RunInfo&)>& change) {
-  auto before = GetRun(run_id);
+  CheckOpen();
+  auto before = CurrentRecord(run_id);
   if (!before) throw Error(Code::kNotFound, "run " + run_id + " does not exist in " + uri_);
   RunInfo after = *before;
   change(after);
@@ -226,7 +240,8 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
     int64_t step = opts.step.value_or(series->has_last ? series->last_step + 1 : 0);
     // A step at or below one already written may replace a point that some
     // delta counts: readers then recompute this series from its points.
-    bool dirty = series->has_last && step <= series->last_step;
+    bool dirty = (series->has_last && step <= series->last_step) ||
+                 (!series->has_last && run.history_unknown);
     series->last_step = series->has_last ? std::max(series->last_step, step) : step;
     series->has_last = true;
     // One clock read serves both: a seq is the wall clock in nanoseconds,
@@ -234,14 +249,12 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
     uint64_t seq = clock_.Next();
     int64_t timestamp = opts.timestamp_us.value_or(static_cast<int64_t>(seq / 1000));
     if (wal_) {
-      if (staged_.empty()) {
-        staged_.Start(seq);
-        buffer_.wal_seq[kMetrics] = std::max(buffer_.wal_seq[kMetrics], seq);
-      }
-      staged_.Add(series->id, step, opts.epoch, timestamp, value);
-      if (staged_.size() >= kStagedPointsBytes || wal_->mode() == wal::SyncMode::kAlways) {
-        WriteStagedPointsLocked();
-      }
+      // The log is memory-mapped: this append is a copy into the page
+      // cache, which outlives a crash of the process.
+      point_record_.Start(seq);
+      point_record_.Add(series->id, step, opts.epoch, timestamp, value);
+      wal_->Append(point_record_.bytes());
+      buffer_.wal_seq[kMetrics] = std::max(buffer_.wal_seq[kMetrics], seq);
     }
     if (series->delta_generation != buffer_.generation) {
       series->delta = &buffer_.points.deltas[series->id];
@@ -278,8 +291,6 @@ void RepoImpl::OnTick(SteadyTime now) {
   bool has_pending;
   {
     std::lock_guard lock(write_mu_);
-    // Points staged for the WAL reach the OS within one tick.
-    WriteStagedPointsLocked();
     has_pending = !buffer_.empty();
   }
   if (wal_ && wal_->mode() == wal::SyncMode::kBatch && now_ns - last_wal_sync_ns_ >= 100'000'000) {
@@ -310,10 +321,10 @@ void RepoImpl::FlushLocked() {
   {
     std::lock_guard lock(write_mu_);
     if (buffer_.empty()) return;
-    WriteStagedPointsLocked();
     std::swap(buf, buffer_);
     buffer_.generation = buf.generation + 1;
     DropDeletedLocked(&buf);
+    flushing_points_ = buf.points.size();
     // Sealing under the lock that took the rows makes the sealed segments
     // hold exactly what this flush commits.
     if (wal_) sealed = wal_->Seal();
@@ -376,7 +387,12 @@ void RepoImpl::FlushLocked() {
     uint64_t generation = buffer_.generation + 1;
     buffer_ = std::move(buf);
     buffer_.generation = generation;
+    flushing_points_ = 0;
     throw;
+  }
+  {
+    std::lock_guard lock(write_mu_);
+    flushing_points_ = 0;
   }
   if (wal_) {
     try {

@@ -64,12 +64,6 @@ void PointsRecord::Add(uint64_t series_id, int64_t step, std::optional<int64_t> 
   Put(&bytes_, value);
 }
 
-std::string PointsRecord::Take() {
-  std::string out;
-  std::swap(out, bytes_);
-  return out;
-}
-
 WalRecord DecodeWalRecord(std::string_view bytes) {
   if (bytes.empty()) throw Corrupt("empty");
   uint8_t kind = static_cast<uint8_t>(bytes[0]);

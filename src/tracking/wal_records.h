@@ -36,12 +36,10 @@ class PointsRecord {
   static constexpr size_t kPointSize = 8 + 8 + 1 + 8 + 8 + 8;
   static constexpr size_t kHeaderSize = 1 + 8;
 
-  bool empty() const { return bytes_.size() <= kHeaderSize; }
-  size_t size() const { return bytes_.size(); }
   void Start(uint64_t seq);
   void Add(uint64_t series_id, int64_t step, std::optional<int64_t> epoch, int64_t timestamp_us,
            double value);
-  std::string Take();  // leaves the builder empty; Start again before Add
+  std::string_view bytes() const { return bytes_; }
 
  private:
   std::string bytes_;

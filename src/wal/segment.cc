@@ -20,6 +20,7 @@ namespace kv0::wal {
 namespace {
 
 constexpr std::string_view kSuffix = ".wal";
+constexpr std::string_view kMappedSuffix = ".wmap";
 
 uint32_t DecodeU32(const char* p) {
   uint32_t v = 0;
@@ -54,12 +55,32 @@ void ReadFile(int fd, const std::string& path, std::string& out) {
 
 void TruncateFile(const std::string& path, uint64_t size) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) ThrowIOError(path, "cannot open segment to cut off a torn record", errno);
+  if (fd < 0) ThrowIOError(path, "cannot open segment to cut it after its last record", errno);
   int err = 0;
   if (ftruncate(fd, static_cast<off_t>(size)) != 0) err = errno;
   if (err == 0) err = SyncData(fd);
   close(fd);
-  if (err != 0) ThrowIOError(path, "cannot cut off a torn record", err);
+  if (err != 0) ThrowIOError(path, "cannot cut the segment after its last record", err);
+}
+
+// The first record length of a mapped segment, or nullopt if the file is gone.
+std::optional<uint32_t> FirstLength(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    ThrowIOError(path, "cannot open segment", errno);
+  }
+  char bytes[4] = {};
+  ssize_t n;
+  do {
+    n = pread(fd, bytes, sizeof(bytes), 0);
+  } while (n < 0 && errno == EINTR);
+  int err = errno;
+  close(fd);
+  if (n < 0) ThrowIOError(path, "cannot read segment", err);
+  // A file too short for a length is not empty: reading it reports it.
+  if (n < static_cast<ssize_t>(sizeof(bytes))) return UINT32_MAX;
+  return DecodeU32(bytes);
 }
 
 // A crash can leave a file longer than the data that reached the disk, padded
@@ -69,27 +90,10 @@ bool AllZero(const std::string& data, size_t from) {
                      [](char c) { return c == 0; });
 }
 
-void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& records) {
-  const std::string& path = segment.path;
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowIOError(path, "cannot open segment", errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    ThrowIOError(path, "cannot stat segment", err);
-  }
-  uint64_t end = static_cast<uint64_t>(st.st_size);
-  if (segment.name.valid_bytes) end = std::min(end, *segment.name.valid_bytes);
-  std::string data(end, '\0');
-  try {
-    ReadFile(fd, path, data);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
-
+// Parses the records of a segment written with write calls. Returns where
+// the good records end.
+size_t ParseRecords(const std::string& path, const std::string& data, bool last,
+                    std::vector<std::string>& records) {
   size_t pos = 0;
   while (pos < data.size()) {
     size_t left = data.size() - pos;
@@ -116,10 +120,78 @@ void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& re
                   path + ": corrupt record at offset " + std::to_string(pos) + ": " + problem);
     }
     // The tail was being written when the writer stopped, so it was never
-    // acknowledged. Cutting it leaves a well-formed file for the next reader.
-    TruncateFile(path, pos);
+    // acknowledged.
     break;
   }
+  return pos;
+}
+
+// Parses the records of a mapped segment, up to the first zero length.
+// Returns where the good records end.
+size_t ParseMappedRecords(const std::string& path, const std::string& data, bool last,
+                          std::vector<std::string>& records) {
+  size_t pos = 0;
+  while (pos < data.size()) {
+    size_t left = data.size() - pos;
+    std::string problem;
+    size_t damaged_end = data.size();  // where the damaged record ends
+    if (left < kHeaderSize) {
+      if (AllZero(data, pos)) break;
+      problem = "incomplete record header";
+    } else {
+      uint32_t length = DecodeU32(&data[pos]);
+      if (length == 0) break;  // the end of the data
+      uint64_t checksum = DecodeU64(&data[pos + 4]);
+      uint64_t record_end = pos + MappedRecordSize(length);
+      if (length > left - kHeaderSize) {
+        problem = "record length " + std::to_string(length) + " runs past the end of the file";
+      } else if (XXH3_64bits(&data[pos + kHeaderSize], length) != checksum) {
+        problem = "checksum mismatch";
+        damaged_end = static_cast<size_t>(std::min<uint64_t>(record_end, data.size()));
+      } else {
+        records.emplace_back(data, pos + kHeaderSize, length);
+        // Padding cut off by the end of the file holds no data.
+        pos = static_cast<size_t>(std::min<uint64_t>(record_end, data.size()));
+        continue;
+      }
+    }
+    if (!last || !AllZero(data, damaged_end)) {
+      throw Error(Code::kCorruption,
+                  path + ": corrupt record at offset " + std::to_string(pos) + ": " + problem);
+    }
+    break;  // torn, as in ParseRecords
+  }
+  return pos;
+}
+
+void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& records) {
+  const std::string& path = segment.path;
+  // ListSegments found no record in it: its first length is zero.
+  if (segment.name.mapped && segment.size == 0) return;
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) ThrowIOError(path, "cannot open segment", errno);
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    ThrowIOError(path, "cannot stat segment", err);
+  }
+  uint64_t end = static_cast<uint64_t>(st.st_size);
+  if (segment.name.valid_bytes) end = std::min(end, *segment.name.valid_bytes);
+  std::string data(end, '\0');
+  try {
+    ReadFile(fd, path, data);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+
+  size_t good = segment.name.mapped ? ParseMappedRecords(path, data, last, records)
+                                    : ParseRecords(path, data, last, records);
+  // Cutting a torn tail (or a mapped segment's unused capacity) leaves a
+  // well-formed file for the next reader.
+  if (good < data.size()) TruncateFile(path, good);
 }
 
 }  // namespace
@@ -131,24 +203,33 @@ void EncodeHeader(std::string_view payload, char (&header)[kHeaderSize]) {
   for (int i = 0; i < 8; ++i) header[4 + i] = static_cast<char>(checksum >> (8 * i));
 }
 
-std::string SegmentFileName(uint64_t number) {
+std::string SegmentFileName(uint64_t number, bool mapped) {
   char name[40];
-  std::snprintf(name, sizeof(name), "%012" PRIu64 ".wal", number);
+  std::snprintf(name, sizeof(name), "%012" PRIu64 "%s", number,
+                mapped ? kMappedSuffix.data() : kSuffix.data());
   return name;
 }
 
-std::string CutSegmentFileName(uint64_t number, uint64_t valid_bytes) {
-  return SegmentFileName(number) + "." + std::to_string(valid_bytes);
+std::string CutSegmentFileName(uint64_t number, uint64_t valid_bytes, bool mapped) {
+  return SegmentFileName(number, mapped) + "." + std::to_string(valid_bytes);
 }
 
 std::optional<SegmentName> ParseSegmentName(std::string_view file_name) {
-  size_t suffix = file_name.find(kSuffix);
-  if (suffix == std::string_view::npos) return std::nullopt;
+  size_t dot = file_name.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
   SegmentName name;
-  auto number = ParseNumber(file_name.substr(0, suffix));
+  auto number = ParseNumber(file_name.substr(0, dot));
   if (!number) return std::nullopt;
   name.number = *number;
-  std::string_view rest = file_name.substr(suffix + kSuffix.size());
+  std::string_view rest = file_name.substr(dot);
+  if (rest.substr(0, kMappedSuffix.size()) == kMappedSuffix) {
+    name.mapped = true;
+    rest.remove_prefix(kMappedSuffix.size());
+  } else if (rest.substr(0, kSuffix.size()) == kSuffix) {
+    rest.remove_prefix(kSuffix.size());
+  } else {
+    return std::nullopt;
+  }
   if (!rest.empty()) {
     if (rest[0] != '.') return std::nullopt;
     name.valid_bytes = ParseNumber(rest.substr(1));
@@ -172,6 +253,11 @@ std::vector<Segment> ListSegments(const std::string& dir) {
     }
     if (!S_ISREG(st.st_mode)) continue;
     segment.size = static_cast<uint64_t>(st.st_size);
+    if (segment.name.mapped && segment.size > 0) {
+      auto first = FirstLength(segment.path);
+      if (!first) continue;
+      if (*first == 0) segment.size = 0;
+    }
     segments.push_back(std::move(segment));
   }
   std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {

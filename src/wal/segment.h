@@ -1,13 +1,22 @@
-// Segment files of the write-ahead log: the record format, file names, and
+// Segment files of the write-ahead log: the record formats, file names, and
 // reading records back during recovery. Used only inside src/wal.
 //
-// A segment is a sequence of records, each
+// A segment written with write calls ("<number>.wal") is a sequence of records,
+// each
 //
 //   length: u32 LE | xxh3-64 of the payload: u64 LE | payload (length bytes)
 //
 // written with one write call. The length has no checksum of its own: a
 // damaged length shows up as a payload checksum mismatch or as a record that
 // runs past the end of the file.
+//
+// A mapped segment ("<number>.wmap") holds the same records, each padded with
+// zeros to a multiple of kMappedAlign bytes, so every length sits at an
+// aligned offset. The file is preallocated and the records are copied into a
+// shared mapping of it; the length is stored last, so a length of zero marks
+// the end of the data: the rest of the file is unused capacity or a record
+// whose copy never finished. A sealed mapped segment is truncated after its
+// last record; one left by a crash keeps its zero tail.
 #pragma once
 
 #include <cstddef>
@@ -21,23 +30,34 @@ namespace kv0::wal {
 
 inline constexpr size_t kHeaderSize = 12;
 inline constexpr uint64_t kMaxPayload = UINT32_MAX;
+inline constexpr uint64_t kMappedAlign = 8;
 
 void EncodeHeader(std::string_view payload, char (&header)[kHeaderSize]);
 
-// A segment is named by its number, zero-padded: "000000000001.wal". A segment
-// that ends in a failed record which could not be truncated away is renamed to
-// "<number>.wal.<bytes>": only its first <bytes> bytes hold records.
+// The bytes a record of payload_size bytes takes in a mapped segment.
+constexpr uint64_t MappedRecordSize(uint64_t payload_size) {
+  return (kHeaderSize + payload_size + kMappedAlign - 1) / kMappedAlign * kMappedAlign;
+}
+
+// A segment is named by its number, zero-padded, and its kind:
+// "000000000001.wal" or "000000000001.wmap"; both kinds share one sequence of
+// numbers. A segment that ends in a failed record which could not be truncated
+// away is renamed to "<number>.wal.<bytes>" (or ".wmap.<bytes>"): only its
+// first <bytes> bytes hold records.
 struct SegmentName {
   uint64_t number = 0;
+  bool mapped = false;
   std::optional<uint64_t> valid_bytes;
 };
-std::string SegmentFileName(uint64_t number);
-std::string CutSegmentFileName(uint64_t number, uint64_t valid_bytes);
+std::string SegmentFileName(uint64_t number, bool mapped = false);
+std::string CutSegmentFileName(uint64_t number, uint64_t valid_bytes, bool mapped = false);
 std::optional<SegmentName> ParseSegmentName(std::string_view file_name);
 
 struct Segment {
   std::string path;
   SegmentName name;
+  // The file's size; 0 for a mapped segment whose first length is zero (it
+  // holds no record, only unused capacity).
   uint64_t size = 0;
 };
 
@@ -46,8 +66,11 @@ std::vector<Segment> ListSegments(const std::string& dir);
 
 // Appends the records of segments (in number order, as ListSegments returns
 // them) to records. A record cut off by the end of the last segment that has
-// bytes is a torn write from a crash: it is dropped and cut from the file.
-// Damage anywhere else throws kCorruption naming the file and offset.
+// bytes is a torn write from a crash: it is dropped and cut from the file. A
+// mapped segment's data ends at the first zero length, and what follows it is
+// cut from the file too; a damaged record there followed only by zeros is
+// torn as well. Damage anywhere else throws kCorruption naming the file and
+// offset.
 void ReadRecords(const std::vector<Segment>& segments, std::vector<std::string>& records);
 
 // File helpers shared by the WAL. Failures throw kIOError naming the path.

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "kv0/error.h"
+#include "wal/mapped_segment.h"
 #include "wal/segment.h"
 
 namespace kv0::wal {
@@ -106,10 +107,19 @@ std::string DatasetDir(const std::string& root, std::string_view key) {
   return root + "/" + Hex64(XXH3_64bits(key.data(), key.size()));
 }
 
-Log::Log(std::string dir, std::string writer_id, SyncMode mode, FileLock lock)
-    : dir_(std::move(dir)), writer_id_(std::move(writer_id)), mode_(mode), lock_(std::move(lock)) {}
+Log::Log(std::string dir, std::string writer_id, SyncMode mode, bool mapped, uint64_t capacity,
+         FileLock lock)
+    : dir_(std::move(dir)),
+      writer_id_(std::move(writer_id)),
+      mode_(mode),
+      mapped_(mapped),
+      // A multiple of kMappedAlign, with room for a small record at least.
+      capacity_(std::max((capacity + kMappedAlign - 1) / kMappedAlign * kMappedAlign,
+                         MappedRecordSize(1))),
+      lock_(std::move(lock)) {}
 
-std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode) {
+std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode, bool mapped,
+                               uint64_t mapped_capacity) {
   CreateDirs(dataset_dir, mode != SyncMode::kNone);
 
   std::unique_ptr<Log> log;
@@ -124,7 +134,7 @@ std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode) {
     auto segments = ListSegments(dir);
     if (HasRecordBytes(segments)) continue;  // left for ClaimAbandoned
     for (const Segment& segment : segments) RemoveFile(segment.path);
-    log.reset(new Log(dir, name, mode, std::move(*lock)));
+    log.reset(new Log(dir, name, mode, mapped, mapped_capacity, std::move(*lock)));
     break;
   }
 
@@ -142,7 +152,7 @@ std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode) {
     if (mode != SyncMode::kNone) {
       if (int err = SyncDir(dataset_dir)) ThrowIOError(dataset_dir, "cannot sync directory", err);
     }
-    log.reset(new Log(dir, id, mode, std::move(*lock)));
+    log.reset(new Log(dir, id, mode, mapped, mapped_capacity, std::move(*lock)));
   }
   if (!log) throw Error(Code::kIOError, dataset_dir + ": cannot create a WAL writer directory");
 
@@ -152,10 +162,13 @@ std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode) {
 }
 
 Log::~Log() {
+  map_.reset();
   if (fd_ >= 0) close(fd_);
 }
 
 void Log::Append(std::string_view payload) {
+  // A mapped segment's data ends at the first zero length.
+  if (payload.empty()) throw Error(Code::kInvalidArgument, dir_ + ": a WAL record cannot be empty");
   if (payload.size() > kMaxPayload) {
     throw Error(Code::kInvalidArgument, dir_ + ": a WAL record holds at most " +
                                             std::to_string(kMaxPayload) + " bytes, not " +
@@ -165,6 +178,10 @@ void Log::Append(std::string_view payload) {
   EncodeHeader(payload, header);
 
   std::lock_guard<std::mutex> guard(mu_);
+  if (mapped_) {
+    AppendMappedLocked(header, payload);
+    return;
+  }
   CheckAppendableLocked();
   const uint64_t total = kHeaderSize + payload.size();
   uint64_t done = 0;
@@ -194,7 +211,86 @@ void Log::Append(std::string_view payload) {
   if (mode_ == SyncMode::kAlways) synced_ = appended_;
 }
 
+void Log::AppendMappedLocked(const char* header, std::string_view payload) {
+  if (closed_) throw Error(Code::kNotSupported, dir_ + ": the log is closed");
+  if (bad_tail_) CheckAppendableLocked();  // throws
+  const uint64_t need = MappedRecordSize(payload.size());
+  if (map_ && size_ + need > map_->size()) CloseMappedLocked();
+  if (!map_) OpenSegmentLocked(need);
+  char* at = map_->data() + size_;
+  WriteMappedRecord(at, header, payload);
+  if (mode_ == SyncMode::kAlways) {
+    if (int err = map_->Sync(size_, size_ + need)) FailMappedAppendLocked(err, need);
+  }
+  size_ += need;
+  ++appended_;
+  if (mode_ == SyncMode::kAlways) {
+    synced_ = appended_;
+    map_synced_ = size_;
+  }
+}
+
+void Log::CloseMappedLocked() {
+  if (mode_ != SyncMode::kNone) {
+    if (int err = map_->Sync(map_synced_, size_)) {
+      ThrowIOError(segment_path_, "cannot sync segment", err);
+    }
+    synced_ = appended_;
+  }
+  map_.reset();
+  // Readers stop at the first zero length, so a zero tail left by a failed
+  // cut costs only disk space.
+  if (ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+  }
+  close(std::exchange(fd_, -1));
+}
+
+void Log::FailMappedAppendLocked(int err, uint64_t record_size) {
+  std::string message =
+      segment_path_ + ": cannot sync record: " + std::generic_category().message(err);
+  // The record may have reached the disk in part or whole; a zero length
+  // there, once synced, makes it unused space again.
+  EraseMappedRecord(map_->data() + size_, record_size);
+  if (map_->Sync(size_, size_ + record_size) == 0) throw Error(Code::kIOError, message);
+  map_.reset();
+  bad_tail_ = true;
+  if (TruncateTailLocked()) {
+    close(std::exchange(fd_, -1));
+    throw Error(Code::kIOError, message +
+                                    "; the segment was cut where the record started, and the log "
+                                    "continues in a new one");
+  }
+  if (MarkTailLocked()) {
+    throw Error(Code::kIOError,
+                message + "; the segment was fenced off, and the log continues in a new one");
+  }
+  throw Error(Code::kIOError, message +
+                                  "; the failed record could not be cut out either, so appends "
+                                  "are refused until Seal() succeeds");
+}
+
 bool Log::Sync() {
+  if (mapped_) {
+    std::shared_ptr<Mapping> map;
+    uint64_t from, to, target;
+    std::string path;
+    {
+      std::lock_guard<std::mutex> guard(mu_);
+      // Closing a segment syncs it: what is unsynced is in the current one.
+      if (mode_ == SyncMode::kNone || closed_ || !map_ || synced_ == appended_) return false;
+      // Our reference keeps the bytes mapped if Seal moves on meanwhile.
+      map = map_;
+      from = map_synced_;
+      to = size_;
+      target = appended_;
+      path = segment_path_;
+    }
+    if (int err = map->Sync(from, to)) ThrowIOError(path, "cannot sync segment", err);
+    std::lock_guard<std::mutex> guard(mu_);
+    synced_ = std::max(synced_, target);
+    if (map_ == map) map_synced_ = std::max(map_synced_, to);
+    return true;
+  }
   int fd;
   uint64_t target;
   std::string path;
@@ -221,12 +317,23 @@ uint64_t Log::Seal() {
   if (closed_) throw Error(Code::kNotSupported, dir_ + ": the log is closed");
   if (fd_ >= 0 && bad_tail_) {
     // A renamed segment has a fixed length: it can only be closed.
-    bool renamed = segment_path_ != dir_ + "/" + SegmentFileName(number_);
+    bool renamed = segment_path_ != dir_ + "/" + SegmentFileName(number_, mapped_);
     if (!(!renamed && TruncateTailLocked()) && !MarkTailLocked()) {
       throw Error(Code::kIOError, segment_path_ +
                                       ": cannot cut a failed record out of the segment; appends "
                                       "stay refused");
     }
+  }
+  if (mapped_) {
+    if (map_) {
+      if (size_ == 0) return number_ - 1;
+      CloseMappedLocked();
+    } else if (fd_ >= 0) {
+      // A failed record was cut out of it above, after it was unmapped.
+      close(std::exchange(fd_, -1));
+    }
+    OpenSegmentLocked();
+    return number_ - 1;
   }
   if (fd_ >= 0) {
     if (size_ == 0) return number_ - 1;
@@ -264,6 +371,7 @@ void Log::CloseClean() {
   std::lock_guard<std::mutex> guard(mu_);
   if (closed_) return;
   closed_ = true;
+  map_.reset();
   if (fd_ >= 0) close(std::exchange(fd_, -1));
   for (const Segment& segment : ListSegments(dir_)) RemoveFile(segment.path);
   if (mode_ != SyncMode::kNone) {
@@ -287,20 +395,31 @@ void Log::CheckAppendableLocked() const {
   }
 }
 
-void Log::OpenSegmentLocked() {
+void Log::OpenSegmentLocked(uint64_t capacity) {
   // Numbers are never retried: a failed attempt may have left its file.
   uint64_t number = next_number_++;
-  std::string path = dir_ + "/" + SegmentFileName(number);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) ThrowIOError(path, "cannot create segment", errno);
+  std::string path = dir_ + "/" + SegmentFileName(number, mapped_);
+  int fd;
+  std::shared_ptr<Mapping> map;
+  if (mapped_) {
+    MappedFile file = CreateMappedSegment(path, std::max(capacity, capacity_));
+    fd = file.fd;
+    map = std::move(file.map);
+  } else {
+    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) ThrowIOError(path, "cannot create segment", errno);
+  }
   if (mode_ != SyncMode::kNone) {
     if (int err = SyncDir(dir_)) {
+      map.reset();
       close(fd);
       unlink(path.c_str());
       ThrowIOError(dir_, "cannot sync directory after creating a segment", err);
     }
   }
   fd_ = fd;
+  map_ = std::move(map);
+  map_synced_ = 0;
   segment_path_ = std::move(path);
   number_ = number;
   size_ = 0;
@@ -344,7 +463,7 @@ bool Log::TruncateTailLocked() {
 bool Log::MarkTailLocked() {
   // The name tells recovery where the good bytes end, so the bad tail can
   // neither be replayed nor hide the records of later segments.
-  std::string cut_path = dir_ + "/" + CutSegmentFileName(number_, size_);
+  std::string cut_path = dir_ + "/" + CutSegmentFileName(number_, size_, mapped_);
   if (segment_path_ != cut_path) {
     if (rename(segment_path_.c_str(), cut_path.c_str()) != 0) return false;
     segment_path_ = cut_path;

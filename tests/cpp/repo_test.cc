@@ -1474,20 +1474,25 @@ TEST_F(RepoTest, AWriterRacingADeleteCommitsAtMostOneHiddenFlush) {
 
   std::vector<std::string> ids = {run.run_id()};
   deleter.DeleteRuns(ids);
-  // Within a second of its last look, the writer does not see the
-  // tombstone: this flush commits rows that every read hides.
+  // Unless a second has passed since its last look (a slow machine), the
+  // writer does not see the tombstone yet: this flush commits rows that
+  // every read hides. Either way it commits at most this one flush.
   for (int i = 5; i < 8; ++i) run.Track(i, "loss");
   writer.Flush();
   size_t hidden = RawSteps(Uri(), series).size();
-  EXPECT_LE(hidden, 3u);
+  EXPECT_TRUE(hidden == 0 || hidden == 3) << hidden;
   EXPECT_TRUE(deleter.Runs().empty());
   EXPECT_TRUE(deleter.AllSeries().empty());
   EXPECT_TRUE(writer.Runs().empty());
 
-  // A second later the writer's flush finds the tombstone, drops its
-  // buffered rows and refuses the run's next write.
+  // A second later the writer's flush finds the tombstone (if the last one
+  // did not), drops its buffered rows and refuses the run's next write.
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
-  for (int i = 8; i < 10; ++i) run.Track(i, "loss");
+  try {
+    for (int i = 8; i < 10; ++i) run.Track(i, "loss");
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kNotFound);
+  }
   writer.Flush();
   EXPECT_EQ(RawSteps(Uri(), series).size(), hidden);
   EXPECT_THROW(run.Track(10, "loss"), Error);
@@ -1527,10 +1532,10 @@ namespace {
 
 TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
   RepoOptions options = Opts();
-  options.flush_rows = 500;  // background flushes while the threads write
+  options.flush_rows = 400;  // background flushes while the threads write
   options.flush_interval = std::chrono::milliseconds(50);
   Repo repo = Repo::Open(Uri(), options);
-  constexpr int kThreads = 3, kPoints = 3000;
+  constexpr int kThreads = 3, kPoints = 1200;
   std::vector<tracking::Run> runs;
   for (int t = 0; t < kThreads; ++t) {
     runs.push_back(repo.CreateRun(NewRun{.name = "t" + std::to_string(t)}));
@@ -1551,7 +1556,7 @@ TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
     writers.emplace_back([&, t] {
       for (int i = 0; i < kPoints; ++i) {
         runs[t].Track(i, "loss");
-        if (i % 1000 == 0) runs[t].SetParams({{"at", i}});
+        if (i % 500 == 0) runs[t].SetParams({{"at", i}});
       }
     });
   }
@@ -1564,7 +1569,7 @@ TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
     SeriesStats stats = repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id);
     EXPECT_EQ(stats.count, static_cast<uint64_t>(kPoints));
     EXPECT_EQ(stats.last_step, kPoints - 1);
-    EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"at", 2000}}));
+    EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"at", 1000}}));
     EXPECT_EQ(repo.GetRun(run.run_id())->status, "finished");
   }
 }

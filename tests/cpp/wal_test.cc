@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -186,9 +187,35 @@ TEST(SegmentTest, ParsesFileNames) {
   }
 }
 
-TEST_F(WalTest, RoundTripsEmptyAndLargePayloads) {
-  std::vector<std::string> payloads = {
-      "", "a", RandomBytes(5 << 20, 1), "", std::string(3, '\0'), RandomBytes(100000, 2)};
+TEST(SegmentTest, ParsesMappedFileNames) {
+  EXPECT_EQ(SegmentFileName(7, /*mapped=*/true), "000000000007.wmap");
+  auto plain = ParseSegmentName("000000000007.wmap");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->number, 7u);
+  EXPECT_TRUE(plain->mapped);
+  EXPECT_FALSE(plain->valid_bytes);
+  EXPECT_FALSE(ParseSegmentName("000000000007.wal")->mapped);
+  auto cut = ParseSegmentName(CutSegmentFileName(9, 1234, /*mapped=*/true));
+  ASSERT_TRUE(cut);
+  EXPECT_EQ(cut->number, 9u);
+  EXPECT_TRUE(cut->mapped);
+  EXPECT_EQ(cut->valid_bytes, 1234u);
+  for (const char* other : {".wmap", "12.wmap.", "12.wmapx", "12.wma", "12.map", "12.wmap.wal"}) {
+    EXPECT_FALSE(ParseSegmentName(other)) << other;
+  }
+}
+
+TEST(SegmentTest, MappedRecordsArePaddedToEightBytes) {
+  EXPECT_EQ(MappedRecordSize(1), 16u);
+  EXPECT_EQ(MappedRecordSize(4), 16u);
+  EXPECT_EQ(MappedRecordSize(5), 24u);
+  EXPECT_EQ(MappedRecordSize(12), 24u);
+  EXPECT_EQ(MappedRecordSize(13), 32u);
+}
+
+TEST_F(WalTest, RoundTripsSmallAndLargePayloads) {
+  std::vector<std::string> payloads = {"a", RandomBytes(5 << 20, 1), std::string(1, '\0'),
+                                       std::string(3, '\0'), RandomBytes(100000, 2)};
   auto log = Log::Open(ds_, SyncMode::kBatch);
   std::string dir = log->dir();
   std::string id = log->writer_id();
@@ -430,11 +457,14 @@ TEST_F(WalTest, FencedSegmentIsReadUpToItsLength) {
 }
 
 TEST_F(WalTest, EveryModeIsRecoverable) {
-  for (SyncMode mode : {SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}) {
-    SCOPED_TRACE(std::string(SyncModeName(mode)));
-    std::string ds = ds_ + "-" + std::string(SyncModeName(mode));
-    auto log = Log::Open(ds, mode);
+  for (int variant = 0; variant < 6; ++variant) {
+    SyncMode mode = std::array{SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}[variant % 3];
+    bool mapped = variant >= 3;
+    SCOPED_TRACE(std::string(SyncModeName(mode)) + (mapped ? " mapped" : ""));
+    std::string ds = ds_ + "-" + std::string(SyncModeName(mode)) + (mapped ? "-mapped" : "");
+    auto log = Log::Open(ds, mode, mapped);
     EXPECT_EQ(log->mode(), mode);
+    EXPECT_EQ(log->mapped(), mapped);
     std::vector<std::string> written;
     for (int i = 0; i < 20; ++i) {
       written.push_back("record " + std::to_string(i));
@@ -511,8 +541,8 @@ TEST_F(WalTest, FullDiskAppendIsCutOut) {
   EXPECT_EQ(log->segment_bytes(), acked_bytes);
   EXPECT_EQ(fs::file_size(SegmentFiles(log->dir()).back()), acked_bytes);  // no partial record
   ExpectError(Code::kIOError, {}, [&] { log->Append(std::string(8192, 'x')); });
-  log->Append("");  // a small record still fits in the space the cut freed
-  acked.push_back("");
+  log->Append("x");  // a small record still fits in the space the cut freed
+  acked.push_back("x");
   log.reset();
 
   auto claimed = ClaimAbandoned(ds, "");
@@ -529,6 +559,387 @@ TEST_F(WalTest, FullDiskAppendIsCutOut) {
   for (const auto& r : after) log->Append(r);
   log.reset();
   EXPECT_EQ(ClaimOnly(ds), after);
+}
+
+// ---- Mapped logs ----
+
+// The bytes a mapped segment holds for payload: header, payload, zero padding.
+std::string MappedRecord(const std::string& payload) {
+  char header[kHeaderSize];
+  EncodeHeader(payload, header);
+  std::string record(header, kHeaderSize);
+  record += payload;
+  record.resize(MappedRecordSize(payload.size()), '\0');
+  return record;
+}
+
+std::string MappedRecords(const std::vector<std::string>& payloads) {
+  std::string out;
+  for (const std::string& p : payloads) out += MappedRecord(p);
+  return out;
+}
+
+TEST_F(WalTest, EmptyPayloadIsRejectedInBothModes) {
+  for (bool mapped : {false, true}) {
+    SCOPED_TRACE(mapped ? "mapped" : "write");
+    auto log = Log::Open(ds_ + (mapped ? "-mapped" : ""), SyncMode::kBatch, mapped);
+    ExpectError(Code::kInvalidArgument, {log->dir(), "empty"}, [&] { log->Append(""); });
+    EXPECT_EQ(log->segment_bytes(), 0u);
+    log->Append("x");
+    ExpectError(Code::kInvalidArgument, {}, [&] { log->Append(std::string_view()); });
+    log.reset();
+    EXPECT_EQ(ClaimOnly(ds_ + (mapped ? "-mapped" : "")), std::vector<std::string>{"x"});
+  }
+}
+
+TEST_F(WalTest, MappedAppendSealDeleteAndClaim) {
+  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  EXPECT_TRUE(log->mapped());
+  std::string dir = log->dir();
+  std::vector<std::string> first = {"a", std::string(3, '\0'), RandomBytes(1000, 1), "12345678"};
+  for (const auto& p : first) log->Append(p);
+  EXPECT_EQ(log->segment_bytes(), MappedRecords(first).size());
+  auto files = SegmentFiles(dir);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(fs::path(files[0]).filename(), "000000000001.wmap");
+  // Preallocated: the records sit in front of unused zero capacity.
+  EXPECT_EQ(fs::file_size(files[0]), Log::kDefaultMappedCapacity);
+  EXPECT_TRUE(log->Sync());
+  EXPECT_FALSE(log->Sync());
+
+  uint64_t sealed = log->Seal();
+  EXPECT_EQ(sealed, 1u);
+  EXPECT_EQ(log->segment_bytes(), 0u);
+  EXPECT_EQ(log->Seal(), sealed);  // the empty segment stays
+  // Sealed: cut after its last record, so it is exactly the records.
+  EXPECT_EQ(ReadAll(files[0]), MappedRecords(first));
+
+  std::vector<std::string> second = {"after the seal", RandomBytes(3 << 20, 2)};
+  for (const auto& p : second) log->Append(p);
+  files = SegmentFiles(dir);
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(fs::path(files[1]).filename(), "000000000002.wmap");
+  log->DeleteSealed(sealed);
+  EXPECT_EQ(SegmentFiles(dir).size(), 1u);
+  log->DeleteSealed(UINT64_MAX);  // never the current segment
+  EXPECT_EQ(SegmentFiles(dir).size(), 1u);
+  log.reset();  // as a crash
+
+  auto claimed = ClaimAbandoned(ds_, "");
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].dir, dir);
+  EXPECT_TRUE(claimed[0].records == second);
+  claimed[0].Remove();
+  EXPECT_FALSE(fs::exists(dir));
+}
+
+TEST_F(WalTest, MappedRecordsSpanSegments) {
+  constexpr uint64_t kCapacity = 256;
+  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, kCapacity);
+  std::string dir = log->dir();
+  std::vector<std::string> before, after;
+  for (int i = 0; i < 100; ++i) {
+    // Mostly small, some bigger than a whole segment.
+    std::string p = i % 17 == 5 ? RandomBytes(1000 + i, i) : "record " + std::to_string(i);
+    log->Append(p);
+    before.push_back(p);
+  }
+  auto files = SegmentFiles(dir);
+  EXPECT_GT(files.size(), 10u);
+  // Each full segment was closed like a sealed one: cut after its records,
+  // which a big record has to itself.
+  std::string closed;
+  for (size_t i = 0; i + 1 < files.size(); ++i) {
+    EXPECT_EQ(ParseSegmentName(fs::path(files[i]).filename().string())->number, i + 1);
+    std::string bytes = ReadAll(files[i]);
+    EXPECT_GT(bytes.size(), 0u);
+    EXPECT_TRUE(bytes.size() <= kCapacity || bytes.size() <= MappedRecordSize(1100)) << files[i];
+    closed += bytes;
+  }
+  EXPECT_EQ(MappedRecords(before).substr(0, closed.size()), closed);
+
+  // Seal's number covers every record appended before it, even those the
+  // log moved to new segments by itself.
+  uint64_t sealed = log->Seal();
+  EXPECT_EQ(sealed, files.size());
+  for (int i = 0; i < 30; ++i) {
+    after.push_back(i % 7 == 3 ? RandomBytes(500, 1000 + i) : "later " + std::to_string(i));
+    log->Append(after.back());
+  }
+  log.reset();
+  auto all = before;
+  all.insert(all.end(), after.begin(), after.end());
+  EXPECT_TRUE(ClaimOnly(ds_) == all);
+  // Deleting what the seal covered leaves exactly the later records.
+  for (const Segment& s : ListSegments(dir)) {
+    if (s.name.number <= sealed) fs::remove(s.path);
+  }
+  EXPECT_TRUE(ClaimOnly(ds_) == after);
+}
+
+TEST_F(WalTest, MappedSealedSegmentsHoldExactlyTheirRecords) {
+  auto log = Log::Open(ds_, SyncMode::kNone, /*mapped=*/true, 100);
+  std::string dir = log->dir();
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 20; ++i) {
+    payloads.push_back(std::string(static_cast<size_t>(i % 9 + 1), static_cast<char>('a' + i)));
+  }
+  for (const auto& p : payloads) log->Append(p);
+  log->Seal();
+  log.reset();
+  std::string concatenated;
+  auto files = SegmentFiles(dir);
+  ASSERT_GT(files.size(), 2u);
+  for (size_t i = 0; i + 1 < files.size(); ++i) {
+    std::string bytes = ReadAll(files[i]);
+    EXPECT_LE(bytes.size(), 104u);
+    concatenated += bytes;
+  }
+  EXPECT_EQ(fs::file_size(files.back()), 104u);  // the fresh one, empty
+  EXPECT_EQ(concatenated, MappedRecords(payloads));
+  // A directory whose only segment is an empty one holds no records: it is
+  // not claimed, and the next Open adopts it.
+  for (size_t i = 0; i + 1 < files.size(); ++i) fs::remove(files[i]);
+  EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
+  auto again = Log::Open(ds_, SyncMode::kNone, /*mapped=*/true);
+  EXPECT_EQ(again->dir(), dir);
+}
+
+TEST_F(WalTest, MappedLogLeftByACrashIsClaimedWhole) {
+  for (SyncMode mode : {SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}) {
+    SCOPED_TRACE(std::string(SyncModeName(mode)));
+    std::string ds = ds_ + "-" + std::string(SyncModeName(mode));
+    auto log = Log::Open(ds, mode, /*mapped=*/true, 1024);
+    std::string dir = log->dir();
+    std::vector<std::string> written;
+    for (int i = 0; i < 50; ++i) {
+      written.push_back("record " + std::to_string(i) + std::string(static_cast<size_t>(i), 'x'));
+      log->Append(written.back());
+    }
+    log.reset();  // no CloseClean: the last segment keeps its zero tail
+    auto files = SegmentFiles(dir);
+    ASSERT_GE(files.size(), 2u);
+    EXPECT_EQ(fs::file_size(files.back()), 1024u);
+
+    EXPECT_EQ(ClaimOnly(ds), written);
+    // The claim cut the unused capacity off.
+    uint64_t total = 0;
+    for (const std::string& f : files) total += fs::file_size(f);
+    EXPECT_EQ(total, MappedRecords(written).size());
+    EXPECT_EQ(ClaimOnly(ds), written);  // and reads the same again
+  }
+}
+
+TEST_F(WalTest, MappedCleanCloseLeavesDirectoryForTheNextOpen) {
+  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  std::string id = log->writer_id();
+  log->Append("committed");
+  log->Seal();
+  log->Append("also committed");
+  log->CloseClean();
+  ExpectError(Code::kNotSupported, {log->dir()}, [&] { log->Append("late"); });
+  EXPECT_TRUE(SegmentFiles(log->dir()).empty());
+  EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
+  log.reset();
+  auto again = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  EXPECT_EQ(again->writer_id(), id);
+}
+
+// Crafts a writer directory holding the given segment files.
+std::string CraftWriter(const std::string& ds,
+                        const std::vector<std::pair<std::string, std::string>>& files) {
+  auto log = Log::Open(ds, SyncMode::kNone);
+  std::string dir = log->dir();
+  log.reset();
+  for (const std::string& path : SegmentFiles(dir)) fs::remove(path);
+  for (const auto& [name, bytes] : files) WriteAll(dir + "/" + name, bytes);
+  return dir;
+}
+
+TEST_F(WalTest, MappedSegmentEndsAtTheFirstZeroLength) {
+  const std::vector<std::string> good = {"first", "second record", RandomBytes(40, 1)};
+  const std::string records = MappedRecords(good);
+  const std::string name = SegmentFileName(1, /*mapped=*/true);
+
+  // A zero tail is unused capacity.
+  std::string dir = CraftWriter(ds_, {{name, records + std::string(1000, '\0')}});
+  EXPECT_EQ(ClaimOnly(ds_), good);
+  EXPECT_EQ(ReadAll(dir + "/" + name), records);  // cut after the last record
+
+  // A record whose copy was done but whose length was never stored.
+  std::string half = MappedRecord("never acknowledged");
+  std::fill(half.begin(), half.begin() + 4, '\0');
+  WriteAll(dir + "/" + name, records + half + std::string(64, '\0'));
+  EXPECT_EQ(ClaimOnly(ds_), good);
+  EXPECT_EQ(ReadAll(dir + "/" + name), records);
+
+  // Whatever follows a zero length is not read, even a whole record.
+  WriteAll(dir + "/" + name, records + half + MappedRecord("after the end"));
+  EXPECT_EQ(ClaimOnly(ds_), good);
+
+  // A first zero length: the segment holds nothing.
+  WriteAll(dir + "/" + name, half + MappedRecords(good));
+  EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
+
+  // Records may end without padding at the very end of the file.
+  WriteAll(dir + "/" + name, records + MappedRecord("abc").substr(0, kHeaderSize + 3));
+  std::vector<std::string> more = good;
+  more.push_back("abc");
+  EXPECT_EQ(ClaimOnly(ds_), more);
+}
+
+TEST_F(WalTest, MappedTornTailIsDroppedAndDamageBeforeItIsCorruption) {
+  const std::vector<std::string> good = {"first", "second record"};
+  const std::string records = MappedRecords(good);
+  const std::string last_payload = "the last record, being written";
+  const std::string last = MappedRecord(last_payload);
+  const std::string name = SegmentFileName(3, /*mapped=*/true);
+  std::string dir = CraftWriter(ds_, {{name, ""}});
+  const std::string path = dir + "/" + name;
+
+  // A damaged last record followed by zeros (or nothing) is torn.
+  std::string damaged = last;
+  damaged[kHeaderSize + 2] ^= 0x20;
+  for (size_t zeros : {0, 8, 5000}) {
+    WriteAll(path, records + damaged + std::string(zeros, '\0'));
+    EXPECT_EQ(ClaimOnly(ds_), good) << zeros;
+    EXPECT_EQ(ReadAll(path), records) << zeros;
+  }
+  // So is one whose length runs past the end of the file.
+  for (size_t cut = 1; cut < kHeaderSize + last_payload.size(); cut += 3) {
+    WriteAll(path, records + last.substr(0, cut));
+    EXPECT_EQ(ClaimOnly(ds_), good) << cut;
+    EXPECT_EQ(ReadAll(path), records) << cut;
+  }
+
+  // A damaged record with a record after it is corruption.
+  WriteAll(path, records + damaged + MappedRecord("next"));
+  ExpectError(Code::kCorruption, {path, "offset " + std::to_string(records.size()), "checksum"},
+              [&] { ClaimAbandoned(ds_, ""); });
+  EXPECT_EQ(ReadAll(path), records + damaged + MappedRecord("next"));  // nothing was cut
+
+  // So is a damaged length.
+  std::string bad_length = MappedRecords({"x", "y"});
+  bad_length[MappedRecordSize(1)] = 9;  // "y" claims 9 bytes: the checksum fails
+  WriteAll(path, bad_length + MappedRecord("z"));
+  ExpectError(Code::kCorruption, {path, "offset " + std::to_string(MappedRecordSize(1))},
+              [&] { ClaimAbandoned(ds_, ""); });
+
+  // Damage in a segment before the last one is corruption, even at its end.
+  WriteAll(path, records + damaged);
+  WriteAll(dir + "/" + SegmentFileName(4, /*mapped=*/true), MappedRecord("later"));
+  ExpectError(Code::kCorruption, {path, "offset " + std::to_string(records.size())},
+              [&] { ClaimAbandoned(ds_, ""); });
+  WriteAll(path, records + last.substr(0, last.size() - 9));
+  ExpectError(Code::kCorruption, {path, "runs past the end"}, [&] { ClaimAbandoned(ds_, ""); });
+  // But a zero tail there is fine: a crash may have come before the cut.
+  WriteAll(path, records + std::string(4096, '\0'));
+  std::vector<std::string> all = good;
+  all.push_back("later");
+  EXPECT_EQ(ClaimOnly(ds_), all);
+}
+
+TEST_F(WalTest, MixedSegmentKindsAreReadInNumberOrder) {
+  // A write-mode writer, then a mapped one, each leaving its segments.
+  auto log = Log::Open(ds_ + "-write", SyncMode::kBatch);
+  std::string write_dir = log->dir();
+  log->Append("a");
+  log->Append("b");
+  log->Seal();
+  log->Append("d");
+  log.reset();
+  log = Log::Open(ds_ + "-mapped", SyncMode::kBatch, /*mapped=*/true);
+  std::string mapped_dir = log->dir();
+  log->Append("c");
+  log.reset();
+  auto log2 = Log::Open(ds_ + "-mapped2", SyncMode::kBatch, /*mapped=*/true);
+  std::string mapped_dir2 = log2->dir();
+  log2->Append("e");
+  log2->Append("f");
+  log2.reset();
+
+  // One directory: 1.wal {a, b}, 2.wmap {c}, 5.wal {d}, 7.wmap {e, f} (with
+  // its zero tail).
+  auto write_files = SegmentFiles(write_dir);
+  ASSERT_EQ(write_files.size(), 2u);
+  fs::rename(write_files[1], write_dir + "/" + SegmentFileName(5));
+  fs::rename(SegmentFiles(mapped_dir)[0], write_dir + "/" + SegmentFileName(2, true));
+  fs::rename(SegmentFiles(mapped_dir2)[0], write_dir + "/" + SegmentFileName(7, true));
+  auto claimed = ClaimAbandoned(ds_ + "-write", "");
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_EQ(claimed[0].records, (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
+}
+
+TEST_F(WalTest, MappedConcurrentAppendsAndSyncs) {
+  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, 4096);
+  constexpr int kThreads = 4, kPerThread = 2000;
+  std::atomic<bool> done{false};
+  std::thread syncer([&] {
+    while (!done) log->Sync();
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        log->Append(std::to_string(t) + ":" + std::to_string(i));
+        if (t == 0 && i % 300 == 0) log->Seal();
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  done = true;
+  syncer.join();
+  log.reset();
+
+  auto records = ClaimOnly(ds_);
+  ASSERT_EQ(records.size(), static_cast<size_t>(kThreads * kPerThread));
+  std::vector<int> next(kThreads, 0);
+  for (const std::string& r : records) {
+    int t = std::stoi(r.substr(0, r.find(':')));
+    EXPECT_EQ(std::stoi(r.substr(r.find(':') + 1)), next[t]++);
+  }
+}
+
+TEST_F(WalTest, MappedFullDiskIsReportedWhenASegmentIsCreated) {
+  std::string mount_dir = root_ + "/small";
+  std::string error;
+  if (!MountSmallTmpfs(mount_dir, &error)) GTEST_SKIP() << error;
+  std::string ds = mount_dir + "/ds";
+  WriteAll(mount_dir + "/filler", std::string(64 << 10, 'f'));
+
+  // The first segment is allocated when the log opens.
+  ExpectError(Code::kIOError, {std::strerror(ENOSPC), ".wmap"},
+              [&] { Log::Open(ds, SyncMode::kAlways, /*mapped=*/true, 1 << 20); });
+
+  auto log = Log::Open(ds, SyncMode::kAlways, /*mapped=*/true, 48 << 10);
+  std::vector<std::string> acked;
+  bool full = false;
+  for (uint32_t i = 0; i < 1000 && !full; ++i) {
+    std::string record = RandomBytes(1000 + i % 7, i);
+    try {
+      log->Append(record);
+      acked.push_back(record);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Code::kIOError) << e.what();
+      EXPECT_NE(std::string(e.what()).find(log->dir()), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::strerror(ENOSPC)), std::string::npos) << e.what();
+      full = true;
+    }
+  }
+  ASSERT_TRUE(full) << "the disk never filled up";
+  ASSERT_GT(acked.size(), 40u);
+  // Nothing was written: the next segment could not be created.
+  ExpectError(Code::kIOError, {std::strerror(ENOSPC)}, [&] { log->Append("still full"); });
+  ExpectError(Code::kIOError, {std::strerror(ENOSPC)}, [&] { log->Seal(); });
+  // Space comes back: the next Append creates the segment.
+  fs::remove(mount_dir + "/filler");
+  log->Append("after freeing space");
+  acked.push_back("after freeing space");
+  log.reset();
+
+  auto claimed = ClaimAbandoned(ds, "");
+  ASSERT_EQ(claimed.size(), 1u);
+  EXPECT_TRUE(claimed[0].records == acked);
 }
 
 TEST_F(WalTest, OpenUnderARegularFileFails) {

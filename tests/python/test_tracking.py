@@ -136,8 +136,6 @@ def test_update_run_changes_only_given_fields(repo):
     assert repo.latest_versions() == versions
 
 
-@pytest.mark.xfail(strict=True, reason="Run::Update diffs against the handle's cached record, "
-                   "so it misses changes other writers committed since")
 def test_run_update_applies_to_the_current_record(path, opts):
     with Repo(path, **opts) as a, Repo(path, **opts) as b:
         run = a.create_run("r", name="a")
@@ -585,6 +583,67 @@ def test_optimize_keeps_everything(repo):
     assert repo.series_stats([sid]) == before_stats
 
 
+# --- deleting runs -------------------------------------------------------------------
+
+
+def test_delete_runs_hides_them_everywhere(path, opts):
+    with Repo(path, **opts) as repo, Repo(path, **opts) as other:
+        gone = repo.create_run("gone", name="g")
+        gone.set_params({"lr": 0.1})
+        for i in range(5):
+            gone.track(float(i), "loss")
+        gone.track(1.0, "acc", context={"subset": "val"})
+        kept = repo.create_run("kept")
+        kept.set_params({"lr": 0.2})
+        kept.track(1.0, "loss")
+        repo.append_records("evals", [{"item_id": "q", "data": 1, "run_id": "gone"},
+                                      {"item_id": "q", "data": 2, "run_id": "kept"}])
+        repo.flush()
+        gone_ids = [s["series_id"] for s in repo.series("gone")]
+        assert len(gone_ids) == 2
+        assert [r["run_id"] for r in other.runs()] == ["gone", "kept"]
+
+        # A point buffered but not committed is dropped with its run.
+        gone.track(99.0, "late")
+        repo.delete_runs(["gone", "never-existed"])
+
+        for handle in (repo, other):
+            assert [r["run_id"] for r in handle.runs()] == ["kept"]
+            assert handle.run("gone") is None
+            assert handle.params("gone") == {}
+            assert handle.all_params() == {"kept": {"lr": 0.2}}
+            assert handle.series("gone") == []
+            assert [s["run_id"] for s in handle.all_series()] == ["kept"]
+            assert handle.series_stats(gone_ids + [series_id("gone", "late")]) == {}
+            assert pa.table(handle.read_many(gone_ids)).num_rows == 0
+            assert [r["run_id"] for r in handle.records("evals")] == ["kept"]
+            assert handle.records("evals", run_id="gone") == []
+        sid = series_id("kept", "loss")
+        assert repo.series_stats([sid])[sid]["count"] == 1
+
+        # Writing through a handle on the deleted run fails.
+        with pytest.raises(errors.NotFound):
+            gone.track(1.0, "loss")
+        with pytest.raises(errors.NotFound):
+            gone.set_params({"lr": 0.3})
+        with pytest.raises(errors.NotFound):
+            repo.resume_run("gone")
+        with pytest.raises(errors.NotFound):
+            repo.update_run("gone", name="back")
+        kept.track(2.0, "loss")  # other runs write on
+        assert repo.series_stats([sid])[sid]["count"] == 2
+
+        repo.delete_runs([])  # nothing to do
+        with pytest.raises(TypeError, match="run_ids"):
+            repo.delete_runs("kept")  # a str is not a list of ids
+        assert [r["run_id"] for r in repo.runs()] == ["kept"]
+
+    with Repo(path, **opts) as again:
+        assert [r["run_id"] for r in again.runs()] == ["kept"]
+        with pytest.raises(errors.NotFound):
+            again.resume_run("gone")
+
+
 # --- interoperability ---------------------------------------------------------------
 
 
@@ -665,8 +724,6 @@ def test_on_s3(s3_bucket, tmp_path):
                                                                         range(100)]
 
 
-@pytest.mark.xfail(strict=True, reason="kv0::tracking cannot open a new memory:// repository: "
-                   "the open after creating runs.lance finds no manifest")
 def test_in_memory_repository(tmp_path):
     with Repo("memory://tracking-test", wal_dir=str(tmp_path / "wal")) as repo:
         run = repo.create_run("r")

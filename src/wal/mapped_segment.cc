@@ -1,0 +1,91 @@
+#include "wal/mapped_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "kv0/error.h"
+
+namespace kv0::wal {
+
+namespace {
+
+uint64_t PageSize() {
+  static const uint64_t size = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+// Gives the file size bytes of allocated disk space, so that a full disk shows
+// up here rather than as a SIGBUS when a store into the mapping needs a block.
+int Preallocate(int fd, uint64_t size) noexcept {
+#ifdef __APPLE__
+  fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, static_cast<off_t>(size),
+                    0};
+  if (fcntl(fd, F_PREALLOCATE, &store) != 0) {
+    store.fst_flags = F_ALLOCATEALL;
+    if (fcntl(fd, F_PREALLOCATE, &store) != 0) return errno;
+  }
+  return ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
+#else
+  int err;
+  do {
+    err = posix_fallocate(fd, 0, static_cast<off_t>(size));
+  } while (err == EINTR);
+  return err;
+#endif
+}
+
+}  // namespace
+
+Mapping::~Mapping() { munmap(data_, size_); }
+
+int Mapping::Sync(uint64_t from, uint64_t to) const noexcept {
+  if (to <= from) return 0;
+  uint64_t start = from / PageSize() * PageSize();
+  return msync(data_ + start, to - start, MS_SYNC) == 0 ? 0 : errno;
+}
+
+MappedFile CreateMappedSegment(const std::string& path, uint64_t capacity) {
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) ThrowIOError(path, "cannot create segment", errno);
+  const char* what = "cannot allocate space for segment";
+  int err = Preallocate(fd, capacity);
+  void* data = MAP_FAILED;
+  if (err == 0) {
+    what = "cannot map segment";
+    data = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (data == MAP_FAILED) err = errno;
+  }
+  if (err != 0) {
+    close(fd);
+    unlink(path.c_str());
+    ThrowIOError(path, what, err);
+  }
+  return {fd, std::make_shared<Mapping>(static_cast<char*>(data), capacity)};
+}
+
+void WriteMappedRecord(char* at, const char* header, std::string_view payload) {
+  std::memcpy(at + 4, header + 4, kHeaderSize - 4);
+  std::memcpy(at + kHeaderSize, payload.data(), payload.size());
+  uint64_t end = kHeaderSize + payload.size();
+  std::memset(at + end, 0, MappedRecordSize(payload.size()) - end);
+  // The length in the byte order of the header (little endian), as a value
+  // whose native store writes those bytes.
+  uint32_t length;
+  std::memcpy(&length, header, sizeof(length));
+  std::atomic_thread_fence(std::memory_order_release);
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at))
+      .store(length, std::memory_order_release);
+}
+
+void EraseMappedRecord(char* at, uint64_t size) {
+  std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(at)).store(0, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  std::memset(at + 4, 0, size - 4);
+}
+
+}  // namespace kv0::wal
