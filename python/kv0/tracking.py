@@ -20,10 +20,9 @@ Writing::
 handle and to a local write-ahead log; the buffer is committed every
 ``flush_rows`` points, every ``flush_interval`` seconds, on ``flush()``,
 ``Run.finish()`` and ``close()``. A process that dies before a commit loses little: the next
-open replays its write-ahead log. Parameters and run changes reach the log
-file at once; points are staged and reach it in batches, at the latest one
-background tick (20 ms) after ``track()`` (at once with
-``wal_sync="always"``), so a crash loses at most the points of its last tick.
+open replays its write-ahead log, which every call reaches before it returns
+(the log is a memory-mapped file, so a crash of the process loses nothing
+that was acknowledged).
 
 Reading: every query flushes the handle's buffer first and reads the latest
 version of the tables, so a handle reads its own writes and everything other

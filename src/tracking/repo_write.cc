@@ -416,9 +416,6 @@ void RepoImpl::MaybeCompact(int table) {
   if (dataset.Fragments().size() <= options_.max_fragments) return;
   try {
     dataset.Compact(lance::CompactOptions{});
-    // Statistics rows are found through the series_id index, so reads need
-    // no scan of the whole table even before the first optimize.
-    if (table == kMetrics) dataset.CreateScalarIndex("series_id", kSeriesIndexName);
     if (wal_ && last_mark_[table] != 0) {
       std::string writer = wal_->writer_id();
       std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);
