@@ -38,15 +38,6 @@ std::set<uint64_t> ParseIdList(const std::string& text) {
   return out;
 }
 
-struct SortedPoint {
-  int64_t step;
-  uint64_t address;
-  int64_t timestamp_us;
-  double value;
-  int64_t epoch;
-  bool has_epoch;
-};
-
 // Points of one series per pass of the sorted rewrite.
 struct Pass {
   uint64_t first_id, last_id;  // series ids [first_id, last_id]
@@ -286,35 +277,23 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   std::map<uint64_t, StatsDelta> exact;
   for (const auto& pass : passes) {
     lance::ScanOptions scan;
-    scan.columns = {"series_id", "step", "epoch", "timestamp", "value"};
+    scan.columns = PointColumns();
     scan.fragment_ids = rewrite;
     scan.with_row_address = true;
     scan.filter = "series_id >= " + std::to_string(pass.first_id) +
                   " AND series_id <= " + std::to_string(pass.last_id);
     if (pass.start != INT64_MIN) scan.filter += " AND step >= " + SqlInt(pass.start);
     if (pass.stop != INT64_MAX) scan.filter += " AND step < " + SqlInt(pass.stop);
-    std::map<uint64_t, std::vector<SortedPoint>> points;
+    PointsBySeries points;
     auto reader = metrics.Scan(scan);
     while (auto batch = reader.Next()) {
-      arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
-      arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
-      arrow::TimestampColumn timestamp(*batch, "timestamp");
-      arrow::Float64Column value(*batch, "value");
-      for (int64_t i = 0; i < batch->num_rows(); ++i) {
-        if (!live.count(id.value(i))) continue;
-        points[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
-                                       value.value(i), epoch.value(i), !epoch.is_null(i)});
-      }
+      CollectPoints(*batch, &points, [&live](uint64_t id) { return live.count(id) > 0; });
     }
     PointBuffer out;
     for (auto& [id, series] : points) {
-      std::sort(series.begin(), series.end(), [](const SortedPoint& a, const SortedPoint& b) {
-        return a.step != b.step ? a.step < b.step : a.address < b.address;
-      });
+      LatestPerStep(&series);
       std::vector<Point> kept;
-      for (size_t i = 0; i < series.size(); ++i) {
-        if (i + 1 < series.size() && series[i + 1].step == series[i].step) continue;
-        const SortedPoint& p = series[i];
+      for (const StoredPoint& p : series) {
         out.series_ids.push_back(id);
         out.steps.push_back(p.step);
         out.epochs.push_back(p.epoch);
@@ -331,35 +310,18 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
     if (!out.steps.empty()) written.Extend(metrics.WriteFragments(MetricsStream(out, {})));
   }
 
-  // The reserved rows: one exact delta per rewritten series (value 1 marks
-  // them as optimize's), and each writer's newest mark that is not stale.
+  // The reserved rows: one exact delta per rewritten series, and each
+  // writer's newest mark that is not stale.
   {
-    arrow::BatchBuilder b(MetricsSchema());
-    int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
-    for (const auto& [id, delta] : exact) {
-      b.uint64(0).Append(kReservedSeriesId);
-      b.int64(1).Append(static_cast<int64_t>(id));
-      b.int64(2).AppendNull();
-      b.timestamp(3).Append(now_us);
-      b.float64(4).Append(1);
-      b.binary(5).Append(delta.Encode());
-    }
+    PointBuffer reserved;
+    reserved.deltas.insert(exact.begin(), exact.end());
+    std::vector<Mark> marks;
     uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
     for (const auto& [writer, mark] : ReadMarks(kMetrics, rewrite)) {
-      if (mark.seq < stale_before) continue;
-      b.uint64(0).Append(kReservedSeriesId);
-      b.int64(1).Append(StepFromWriterId(writer));
-      b.int64(2).Append(static_cast<int64_t>(mark.seq));
-      b.timestamp(3).Append(now_us);
-      b.float64(4).Append(0);
-      b.binary(5).AppendNull();
+      if (mark.seq >= stale_before) marks.push_back(mark);
     }
-    if (b.num_rows() > 0) {
-      std::vector<arrow::OwnedArray> batches(1);
-      b.Finish(batches[0].get());
-      arrow::OwnedStream stream;
-      arrow::MakeStream(MetricsSchema(), std::move(batches), &stream);
-      written.Extend(metrics.WriteFragments(std::move(stream)));
+    if (!reserved.deltas.empty() || !marks.empty()) {
+      written.Extend(metrics.WriteFragments(MetricsStream(reserved, marks, /*exact=*/true)));
     }
   }
   auto commit = metrics.CommitUpdate(rewrite, std::move(written));

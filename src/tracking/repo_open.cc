@@ -145,7 +145,7 @@ void RepoImpl::DeltasForOldPoints() {
       delta.set_dirty();
     }
   }
-  if (!deltas.deltas.empty()) tables_[kMetrics]->Append(MetricsStream(deltas, std::nullopt));
+  if (!deltas.deltas.empty()) tables_[kMetrics]->Append(MetricsStream(deltas, {}));
 }
 
 std::map<std::string, Mark> RepoImpl::ReadMarks(

@@ -16,28 +16,6 @@ constexpr uint64_t kReadChunkPoints = 1 << 20;
 // Above this many ids a filter lists none and the scan filters in memory.
 constexpr size_t kMaxFilterIds = 1000;
 
-struct StoredPoint {
-  int64_t step;
-  uint64_t address;  // later writes have larger addresses
-  int64_t timestamp_us;
-  double value;
-  int64_t epoch;
-  bool has_epoch;
-};
-
-// Sorts by step and keeps the latest point of each step.
-void LatestPerStep(std::vector<StoredPoint>* points) {
-  std::sort(points->begin(), points->end(), [](const StoredPoint& a, const StoredPoint& b) {
-    return a.step != b.step ? a.step < b.step : a.address < b.address;
-  });
-  size_t out = 0;
-  for (size_t i = 0; i < points->size(); ++i) {
-    if (i + 1 < points->size() && (*points)[i + 1].step == (*points)[i].step) continue;
-    (*points)[out++] = (*points)[i];
-  }
-  points->resize(out);
-}
-
 const arrow::Schema& PointsSchema() {
   static const arrow::Schema schema = {
       {"series_id", arrow::Type::kUInt64, false}, {"step", arrow::Type::kInt64, false},
@@ -308,21 +286,12 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
     while (index < plan.size()) {
       const ReadChunk& chunk = plan[index++];
       lance::ScanOptions scan;
-      scan.columns = {"series_id", "step", "epoch", "timestamp", "value"};
+      scan.columns = PointColumns();
       scan.filter = SqlIn("series_id", chunk.ids) + StepFilter(chunk.start, chunk.stop);
       scan.with_row_address = true;
-      std::map<uint64_t, std::vector<StoredPoint>> points;
+      PointsBySeries points;
       auto reader = dataset->Scan(scan);
-      while (auto batch = reader.Next()) {
-        arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
-        arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
-        arrow::TimestampColumn timestamp(*batch, "timestamp");
-        arrow::Float64Column value(*batch, "value");
-        for (int64_t i = 0; i < batch->num_rows(); ++i) {
-          points[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
-                                         value.value(i), epoch.value(i), !epoch.is_null(i)});
-        }
-      }
+      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
       arrow::BatchBuilder builder(PointsSchema());
       for (uint64_t id : chunk.ids) {
         auto found = points.find(id);

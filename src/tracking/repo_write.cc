@@ -56,6 +56,11 @@ void RepoImpl::CheckLive(const Run::State& run) const {
   }
 }
 
+// Zero or one mark, as MetricsStream takes them.
+static std::vector<Mark> Marks(const std::optional<Mark>& mark) {
+  return mark ? std::vector<Mark>{*mark} : std::vector<Mark>{};
+}
+
 void SetFlushHookForTesting(void (*hook)(const char* table)) { flush_hook = hook; }
 
 std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
@@ -366,7 +371,7 @@ void RepoImpl::FlushLocked() {
       if (auto hook = flush_hook.load()) hook("series");
     }
     if (!buf.points.empty()) {
-      tables_[kMetrics]->Append(MetricsStream(buf.points, mark(kMetrics)));
+      tables_[kMetrics]->Append(MetricsStream(buf.points, Marks(mark(kMetrics))));
       buf.points = PointBuffer();
       committed[kMetrics] = true;
       last_mark_[kMetrics] = buf.wal_seq[kMetrics];

@@ -1,9 +1,11 @@
 #include "tracking/tables.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 
+#include "lance/dataset.h"
 #include "tracking/schema.h"
 #include "util/clock.h"
 
@@ -151,7 +153,8 @@ arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
   return OneBatch(SeriesSchema(), b);
 }
 
-arrow::OwnedStream MetricsStream(const PointBuffer& points, const std::optional<Mark>& mark) {
+arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
+                                 bool exact_deltas) {
   arrow::BatchBuilder b(MetricsSchema());
   for (size_t i = 0; i < points.size(); ++i) {
     b.uint64(0).Append(points.series_ids[i]);
@@ -171,18 +174,47 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, const std::optional<
     b.int64(1).Append(static_cast<int64_t>(id));
     b.int64(2).AppendNull();
     b.timestamp(3).Append(now_us);
-    b.float64(4).Append(0);
+    b.float64(4).Append(exact_deltas ? 1 : 0);
     b.binary(5).Append(delta.Encode());
   }
-  if (mark) {
+  for (const auto& mark : marks) {
     b.uint64(0).Append(kReservedSeriesId);
-    b.int64(1).Append(StepFromWriterId(mark->writer_id));
-    b.int64(2).Append(static_cast<int64_t>(mark->seq));
+    b.int64(1).Append(StepFromWriterId(mark.writer_id));
+    b.int64(2).Append(static_cast<int64_t>(mark.seq));
     b.timestamp(3).Append(now_us);
     b.float64(4).Append(0);
     b.binary(5).AppendNull();
   }
   return OneBatch(MetricsSchema(), b);
+}
+
+std::vector<std::string> PointColumns() {
+  return {"series_id", "step", "epoch", "timestamp", "value"};
+}
+
+void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
+                   const std::function<bool(uint64_t series_id)>& keep) {
+  arrow::UInt64Column id(batch, "series_id"), address(batch, lance::kRowAddress);
+  arrow::Int64Column step(batch, "step"), epoch(batch, "epoch");
+  arrow::TimestampColumn timestamp(batch, "timestamp");
+  arrow::Float64Column value(batch, "value");
+  for (int64_t i = 0; i < batch.num_rows(); ++i) {
+    if (keep && !keep(id.value(i))) continue;
+    (*out)[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
+                                   value.value(i), epoch.value(i), !epoch.is_null(i)});
+  }
+}
+
+void LatestPerStep(std::vector<StoredPoint>* points) {
+  std::sort(points->begin(), points->end(), [](const StoredPoint& a, const StoredPoint& b) {
+    return a.step != b.step ? a.step < b.step : a.address < b.address;
+  });
+  size_t out = 0;
+  for (size_t i = 0; i < points->size(); ++i) {
+    if (i + 1 < points->size() && (*points)[i + 1].step == (*points)[i].step) continue;
+    (*points)[out++] = (*points)[i];
+  }
+  points->resize(out);
 }
 
 bool IsMarkRunId(std::string_view run_id) { return run_id.starts_with(kWalMarkPrefix); }

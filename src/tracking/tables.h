@@ -16,8 +16,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -65,14 +67,36 @@ struct Mark {
   uint64_t seq = 0;
 };
 
+// A point as scanned from metrics. At one step, the point with the larger
+// row address was written later.
+struct StoredPoint {
+  int64_t step;
+  uint64_t address;
+  int64_t timestamp_us;
+  double value;
+  int64_t epoch;
+  bool has_epoch;
+};
+using PointsBySeries = std::map<uint64_t, std::vector<StoredPoint>>;
+
+// The columns CollectPoints needs (scan them with the row address).
+std::vector<std::string> PointColumns();
+// Adds the batch's points to *out, by series; keep, if set, filters series.
+void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
+                   const std::function<bool(uint64_t series_id)>& keep = {});
+// Sorts points by step and keeps the latest point of each step.
+void LatestPerStep(std::vector<StoredPoint>* points);
+
 // Streams for one append each; `mark` adds the mark row.
 arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark);
 arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
                                 const std::optional<Mark>& mark);
 arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
                                 const std::optional<Mark>& mark);
-// Points, then one delta row per entry of points.deltas, then the mark.
-arrow::OwnedStream MetricsStream(const PointBuffer& points, const std::optional<Mark>& mark);
+// Points, then one delta row per entry of points.deltas (flagged as exact,
+// value 1, for optimize's), then the mark rows.
+arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
+                                 bool exact_deltas = false);
 
 // Decoding scanned batches (any projection holding the named columns).
 bool IsMarkRunId(std::string_view run_id);

@@ -1576,3 +1576,39 @@ TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
 
 }  // namespace
 }  // namespace kv0::tracking
+
+namespace kv0::tracking {
+namespace {
+
+// --- Recomputing statistics ---------------------------------------------------
+
+TEST_F(RepoTest, RecomputeSeriesStatsRepairsDoubleCountedSteps) {
+  Repo a = Open();
+  tracking::Run run = a.CreateRun(NewRun{.name = "r"});
+  for (int i = 0; i < 5; ++i) run.Track(i, "loss");
+  a.Flush();
+  // Both handles know step 4 as the last one; each then writes step 5, so
+  // neither sees an overwrite and both deltas count a point at step 5.
+  Repo b = Open();
+  tracking::Run resumed = b.ResumeRun(run.run_id());
+  run.Track(50, "loss");
+  a.Flush();
+  resumed.Track(60, "loss");
+  b.Flush();
+  uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+  std::vector<uint64_t> ids = {id};
+  EXPECT_EQ(a.GetSeriesStats(ids).at(id).count, 7u);  // counted twice
+
+  a.RecomputeSeriesStats(ids);
+  SeriesStats stats = a.GetSeriesStats(ids).at(id);
+  EXPECT_EQ(stats.count, 6u);
+  EXPECT_EQ(stats.last, 60);  // the later write of step 5
+  EXPECT_EQ(stats.max, 60);
+  // Also for another handle, and until optimize stores exact statistics.
+  EXPECT_EQ(b.GetSeriesStats(ids).at(id).count, 6u);
+  a.Optimize();
+  EXPECT_EQ(b.GetSeriesStats(ids).at(id), stats);
+}
+
+}  // namespace
+}  // namespace kv0::tracking
