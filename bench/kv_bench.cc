@@ -80,6 +80,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "kv0/error.h"
 #include "kv0/kv.h"
 
@@ -389,13 +390,6 @@ struct Report {
   }
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t mid = v.size() / 2;
-  return v.size() % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
-}
-
 double MedianOf(const std::vector<int64_t>& v) {
   return Median(std::vector<double>(v.begin(), v.end()));
 }
@@ -413,23 +407,6 @@ json StatsJson(const kv::Stats& s) {
               {"flushes", s.flushes},
               {"compactions", s.compactions},
               {"opened_from_snapshot", s.opened_from_snapshot}};
-}
-
-std::string WithCommas(double value) {
-  auto v = static_cast<long long>(value + 0.5);
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
 }
 
 // Runs one phase, reporting progress; an exception becomes an error in the
@@ -839,15 +816,6 @@ json MeasuredJson(const Measured* m) {
   return json{{"ops", m->ops}, {"seconds", m->seconds}, {"ops_per_sec", m->Rate()}};
 }
 
-std::string Timestamp() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
-
 json ReportJson(const Report& r) {
   json j;
   j["timestamp"] = Timestamp();
@@ -947,28 +915,6 @@ json ReportJson(const Report& r) {
   return j;
 }
 
-// The benchmark's directory, removed when the run ends however it ends.
-class TempDir {
- public:
-  explicit TempDir(const std::string& parent_option) {
-    fs::path parent = parent_option.empty() ? fs::temp_directory_path() : fs::path(parent_option);
-    fs::create_directories(parent);
-    std::string pattern = (parent / "kv0-bench-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      throw Error(Code::kIOError, "cannot create a directory in " + parent.string());
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 }  // namespace
 
 int RunKvBench(const KvBenchArgs& args) {
@@ -981,7 +927,7 @@ int RunKvBench(const KvBenchArgs& args) {
   Report report;
   report.n = args.keys;
   report.wal_keys = wal_keys;
-  TempDir temp(args.dir);
+  ScratchDir temp(args.dir, "kv0-bench");
   std::cerr << "kv0 bench kv: " << args.keys << " keys, " << wal_keys << " WAL keys, in "
             << temp.path().string() << "\n";
   Inputs in = MakeInputs(args.keys, wal_keys);

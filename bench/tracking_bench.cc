@@ -54,6 +54,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "kv0/error.h"
 #include "kv0/tracking.h"
 
@@ -85,30 +86,6 @@ constexpr double kRangeTargetMs = 20;
 constexpr double kTrackTargetPointsPerSecond = 2'000'000;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-std::string WithCommas(double value) {
-  auto v = static_cast<long long>(value + 0.5);
-  std::string digits = std::to_string(v);
-  std::string out;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
-
-std::string Fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The 20 parameters of run i: 9 at the top (one a list), 11 in nested
 // objects up to three levels deep.
@@ -434,15 +411,6 @@ void PrintSummary(const Report& r) {
   std::fflush(stdout);
 }
 
-std::string Timestamp() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buf;
-}
-
 json ReportJson(const Report& r) {
   auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
   auto rate = [](double n, const std::optional<double>& s) {
@@ -500,28 +468,6 @@ json ReportJson(const Report& r) {
   return j;
 }
 
-// The benchmark's directory, removed when the run ends however it ends.
-class TempDir {
- public:
-  explicit TempDir(const std::string& parent_option) {
-    fs::path parent = parent_option.empty() ? fs::temp_directory_path() : fs::path(parent_option);
-    fs::create_directories(parent);
-    std::string pattern = (fs::absolute(parent) / "kv0-bench-tracking-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) {
-      throw Error(Code::kIOError, "cannot create a directory in " + parent.string());
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
-
 }  // namespace
 
 int RunTrackingBench(const TrackingBenchArgs& args) {
@@ -533,7 +479,7 @@ int RunTrackingBench(const TrackingBenchArgs& args) {
   Report report;
   report.runs = args.runs;
   report.track_points = args.points;
-  TempDir temp(args.dir);
+  ScratchDir temp(args.dir, "kv0-bench-tracking");
   std::string uri = (temp.path() / "repo").string();
   std::string wal = (temp.path() / "wal").string();
   std::string reader_wal = (temp.path() / "reader-wal").string();

@@ -1,0 +1,36 @@
+// Small pieces both benchmarks use: number formatting, medians, the report's
+// timestamp and the scratch directory.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kv0::bench {
+
+// 1234567.4 -> "1,234,567" (rounded to a whole number).
+std::string WithCommas(double value);
+// value with `decimals` digits after the point.
+std::string Fixed(double value, int decimals);
+// The median of v (0 for none).
+double Median(std::vector<double> v);
+// Now, as "YYYY-MM-DDTHH:MM:SSZ".
+std::string Timestamp();
+
+// A fresh directory named <prefix>-XXXXXX under `parent` (empty: the system
+// temporary directory), removed with everything in it when this goes away,
+// however the benchmark ends.
+class ScratchDir {
+ public:
+  ScratchDir(const std::string& parent, const std::string& prefix);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace kv0::bench
