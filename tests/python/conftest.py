@@ -5,6 +5,8 @@ import socket
 
 import pytest
 
+from kv0.tracking import Repo
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -51,3 +53,26 @@ def s3_bucket(s3_server):
         "allow_http": "true",
     }
     yield name, options
+
+
+# --- Handles on a temporary directory ------------------------------------------
+
+
+@pytest.fixture
+def opts(tmp_path):
+    """Options keeping the WAL in tmp_path; with the long flush interval,
+    commits happen on flush, finish, close and reads."""
+    return {"wal_dir": str(tmp_path / "wal"), "flush_interval": 3600.0}
+
+
+@pytest.fixture
+def path(tmp_path):
+    """Where a test's tracking repository lives."""
+    return str(tmp_path / "repo")
+
+
+@pytest.fixture
+def repo(path, opts):
+    handle = Repo(path, **opts)
+    yield handle
+    handle.close()

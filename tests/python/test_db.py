@@ -15,11 +15,6 @@ from kv0 import errors
 
 
 @pytest.fixture
-def opts(tmp_path):
-    return {"wal_dir": str(tmp_path / "wal"), "flush_interval": 3600.0}
-
-
-@pytest.fixture
 def db(tmp_path, opts):
     handle = kv0.DB(str(tmp_path / "db"), **opts)
     yield handle

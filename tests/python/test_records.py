@@ -14,24 +14,6 @@ UTC = datetime.timezone.utc
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 
 
-@pytest.fixture
-def opts(tmp_path):
-    # A long flush interval: commits happen on flush, finish, close and reads.
-    return {"wal_dir": str(tmp_path / "wal"), "flush_interval": 3600.0}
-
-
-@pytest.fixture
-def path(tmp_path):
-    return str(tmp_path / "repo")
-
-
-@pytest.fixture
-def repo(path, opts):
-    handle = Repo(path, **opts)
-    yield handle
-    handle.close()
-
-
 def keys(rows):
     return [(r["run_id"], r["item_id"]) for r in rows]
 
