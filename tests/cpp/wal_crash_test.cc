@@ -16,10 +16,9 @@
 #include <map>
 #include <random>
 
+#include "crash_runner.h"
 #include "crash_workload.h"
 #include "test_util.h"
-
-extern char** environ;
 
 namespace kv0::kv {
 namespace {
@@ -33,48 +32,6 @@ State Read(DB& db) {
   return out;
 }
 
-// Runs the child until it has acknowledged `stop_after` operations, kills
-// it, and returns how many it acknowledged.
-int64_t RunAndKill(const std::vector<std::string>& args, int64_t stop_after) {
-  int out[2];
-  if (pipe(out) != 0) throw std::runtime_error("pipe");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) {
-    throw std::runtime_error("spawn " + args[0]);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  FILE* lines = fdopen(out[0], "r");
-  int64_t acked = -1;
-  char line[64];
-  while (std::fgets(line, sizeof(line), lines) != nullptr) {
-    if (std::strncmp(line, "ready", 5) == 0) continue;
-    acked = std::stoll(line);
-    if (acked + 1 >= stop_after) break;
-  }
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  // The child ran ahead of what was read: whatever it printed before dying
-  // was acknowledged too.
-  while (std::fgets(line, sizeof(line), lines) != nullptr) {
-    if (std::strchr(line, '\n') != nullptr) acked = std::stoll(line);
-  }
-  std::fclose(lines);
-  return acked + 1;
-}
-
-std::string ChildPath() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "crash_child").string();
-}
-
 class WalCrashTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
 
 TEST_P(WalCrashTest, AcknowledgedWritesSurviveSigkill) {
@@ -85,9 +42,10 @@ TEST_P(WalCrashTest, AcknowledgedWritesSurviveSigkill) {
     std::string db_path = dir / "db", wal = dir / "wal";
     uint64_t seed = rng() % 1000;
     int64_t stop_after = 20 + static_cast<int64_t>(rng() % 600);
-    std::vector<std::string> args = {ChildPath(), db_path, wal, std::to_string(seed), mode};
+    std::vector<std::string> args = {kv0::testing::SiblingBinary("crash_child"), db_path, wal,
+                                     std::to_string(seed), mode};
     if (explicit_commits) args.push_back("explicit");
-    int64_t acked = RunAndKill(args, stop_after);
+    int64_t acked = kv0::testing::RunAndKill(args, stop_after);
     ASSERT_GE(acked, stop_after) << "the child stopped early";
 
     State before, after;
@@ -121,7 +79,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, WalCrashTest,
 class AbandonedWalTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    acked_ = RunAndKill({ChildPath(), db_, wal_, "7", "always", "noflush"}, 300);
+    acked_ = kv0::testing::RunAndKill(
+        {kv0::testing::SiblingBinary("crash_child"), db_, wal_, "7", "always", "noflush"}, 300);
     for (const auto& e : std::filesystem::recursive_directory_iterator(wal_)) {
       if (e.path().extension() == ".wal") segments_.push_back(e.path().string());
     }

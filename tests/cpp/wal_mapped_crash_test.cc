@@ -19,11 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "crash_runner.h"
 #include "test_util.h"
 #include "wal/segment.h"
 #include "wal/wal.h"
-
-extern char** environ;
 
 namespace kv0::wal {
 namespace {
@@ -34,50 +33,6 @@ std::string MappedCrashPayload(uint64_t i) {
   std::string payload = std::to_string(i) + ":";
   for (size_t j = payload.size(); j < size; ++j) payload.push_back(static_cast<char>(i * 31 + j));
   return payload;
-}
-
-std::string ChildPath() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "wal_mapped_crash_child")
-      .string();
-}
-
-// Runs the child until it has acknowledged `stop_after` records, kills it,
-// and returns how many it acknowledged.
-int64_t RunAndKill(const std::vector<std::string>& args, int64_t stop_after) {
-  int out[2];
-  if (pipe(out) != 0) throw std::runtime_error("pipe");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, out[0]);
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ) != 0) {
-    throw std::runtime_error("spawn " + args[0]);
-  }
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  FILE* lines = fdopen(out[0], "r");
-  int64_t acked = -1;
-  char line[64];
-  while (std::fgets(line, sizeof(line), lines) != nullptr) {
-    if (std::strncmp(line, "ready", 5) == 0) continue;
-    acked = std::stoll(line);
-    if (acked + 1 >= stop_after) break;
-  }
-  kill(pid, SIGKILL);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "the child exited by itself";
-  // The child ran ahead of what was read: whatever it printed before dying
-  // was acknowledged too. A line cut short was not printed whole.
-  while (std::fgets(line, sizeof(line), lines) != nullptr) {
-    if (std::strchr(line, '\n') != nullptr) acked = std::stoll(line);
-  }
-  std::fclose(lines);
-  return acked + 1;
 }
 
 TEST(WalMappedCrashTest, AcknowledgedRecordsSurviveSigkill) {
@@ -91,7 +46,11 @@ TEST(WalMappedCrashTest, AcknowledgedRecordsSurviveSigkill) {
     int64_t stop_after = 200 + static_cast<int64_t>(rng() % 600);
     // Small segments, so that kills also land around the move to a new one.
     std::string capacity = std::to_string(64 << 10);
-    int64_t acked = RunAndKill({ChildPath(), ds, mode, capacity}, stop_after);
+    bool killed = false;
+    int64_t acked = kv0::testing::RunAndKill(
+        {kv0::testing::SiblingBinary("wal_mapped_crash_child"), ds, mode, capacity}, stop_after,
+        &killed);
+    EXPECT_TRUE(killed) << "the child exited by itself";
     ASSERT_GE(acked, stop_after) << "the child stopped early";
 
     auto claimed = ClaimAbandoned(ds, "");
