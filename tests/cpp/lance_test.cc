@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -400,6 +403,38 @@ TEST_F(LocalDatasetTest, ConcurrentAppendsBothLand) {
   CommitResult result = b.Append(Rows(10, 10));
   EXPECT_EQ(result.version, 3u);
   EXPECT_EQ(b.CountRows(), 20u);
+}
+
+TEST_F(LocalDatasetTest, RacingCreatesNeverOverwriteAppendedRows) {
+  // Each writer creates the dataset unless it exists, then appends its own
+  // rows at once. A create that lost the race must fail with Conflict rather
+  // than commit over the winner's dataset and drop rows appended meanwhile.
+  std::string uri = dir_ / "race.lance";
+  constexpr int kWriters = 8;
+  std::atomic<int> created{0};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      try {
+        std::optional<Dataset> ds;
+        try {
+          ds.emplace(Dataset::Create(uri, {}, kSchema, {}));
+          ++created;
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), Code::kConflict) << e.what();
+          ds.emplace(Dataset::Open(uri, {}));
+        }
+        ds->Append(Rows(w * 10, 10));
+      } catch (const Error& e) {
+        ADD_FAILURE() << "writer " << w << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(created.load(), 1);
+  std::vector<uint64_t> ids = Ids(Dataset::Open(uri, {}).Scan({}));
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, Range(0, kWriters * 10));
 }
 
 TEST_F(LocalDatasetTest, TwoUpdatesOverTheSameFragmentsConflict) {

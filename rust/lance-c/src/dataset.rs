@@ -11,11 +11,11 @@ use arrow::record_batch::{RecordBatch, RecordBatchIterator};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
-use lance::dataset::{AutoCleanupParams, WriteMode, WriteParams};
+use lance::dataset::{AutoCleanupParams, CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::io::{ObjectStore, ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
 use lance::Dataset;
 
-use crate::error::{guard, Failure, Result, LANCE_NOT_FOUND};
+use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND};
 use crate::ffi::{
     give_batches, key_values, optional_text, out, storage_options, text, LanceKeyValue,
 };
@@ -110,6 +110,30 @@ pub unsafe extern "C" fn lance_dataset_open(
     })
 }
 
+/// Writes version 1 of a new, empty dataset. Lance's own create checks for
+/// an existing dataset before it commits, and a commit that then finds one
+/// turns into an overwrite of it, losing rows another writer appended. With
+/// no retries the commit of an overwrite is strict: it fails instead.
+async fn create_empty(
+    uri: &str,
+    schema: Arc<Schema>,
+    params: &WriteParams,
+) -> lance::Result<Dataset> {
+    let empty = RecordBatchIterator::new(Vec::<arrow::error::Result<RecordBatch>>::new(), schema);
+    let transaction = InsertBuilder::new(uri)
+        .with_params(params)
+        .execute_uncommitted_stream(empty)
+        .await?;
+    let mut commit = CommitBuilder::new(uri)
+        .with_max_retries(0)
+        .enable_v2_manifest_paths(params.enable_v2_manifest_paths)
+        .with_storage_format(params.data_storage_version.unwrap_or_default());
+    if let Some(store) = &params.store_params {
+        commit = commit.with_store_params(store.clone());
+    }
+    commit.execute(transaction).await
+}
+
 /// Creates an empty dataset with `schema` (borrowed: the caller still
 /// releases it). Fails with LANCE_ALREADY_EXISTS if one is there.
 #[no_mangle]
@@ -138,14 +162,23 @@ pub unsafe extern "C" fn lance_dataset_create(
         });
         let write_params = WriteParams {
             mode: WriteMode::Create,
-            store_params: Some(store_params(options)),
+            store_params: Some(store_params(options.clone())),
             auto_cleanup,
             ..Default::default()
         };
         let dataset = block_on(async move {
-            let empty =
-                RecordBatchIterator::new(Vec::<arrow::error::Result<RecordBatch>>::new(), schema);
-            Dataset::write(empty, uri.as_str(), Some(write_params)).await
+            match create_empty(&uri, schema, &write_params).await {
+                Ok(dataset) => Ok(dataset),
+                // Whatever the error, a dataset that is there now was created
+                // by someone else: say so, so that the caller can open it.
+                Err(err) => match load(uri.clone(), options, 0, None).await {
+                    Ok(_) => Err(Failure::new(
+                        LANCE_ALREADY_EXISTS,
+                        format!("dataset {uri} already exists"),
+                    )),
+                    Err(_) => Err(Failure::from(err)),
+                },
+            }
         })?;
         *out_dataset = Box::into_raw(Box::new(LanceDataset::new(dataset)));
         Ok(())
