@@ -196,7 +196,7 @@ void ExportSchema(const Schema& schema, ArrowSchema* out) {
 // ---------------------------------------------------------------------------
 // Builders.
 
-void ColumnBuilder::AppendValidity(bool valid) {
+void ColumnBuilder::AppendValiditySlow(bool valid) {
   if (!valid && null_count_ == 0) {
     // The first null: write out the bits of the rows so far, all valid.
     validity_.assign(length_ / 8, 0xFF);

@@ -126,17 +126,25 @@ class ColumnBuilder {
   // they are 16-byte aligned, which every type here needs at most.
   template <typename T>
   static void Put(Buffer* buffer, T value) {
-    size_t n = buffer->size();
-    buffer->resize(n + sizeof(T));
-    std::memcpy(buffer->data() + n, &value, sizeof(T));
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+    buffer->insert(buffer->end(), bytes, bytes + sizeof(T));
   }
-  // Counts one row and records whether it is valid.
-  void AppendValidity(bool valid);
+  // Counts one row and records whether it is valid. Inline for the common
+  // case of a column with no nulls so far, which keeps no bitmap.
+  void AppendValidity(bool valid) {
+    if (valid && null_count_ == 0) {
+      length_++;
+    } else {
+      AppendValiditySlow(valid);
+    }
+  }
   // Returns the validity bitmap (empty if there are no nulls) and starts over
   // at zero rows. Call it after reading size() and null_count().
   Buffer TakeValidity();
 
  private:
+  void AppendValiditySlow(bool valid);
+
   Buffer validity_;  // allocated at the first null; until then all are valid
   int64_t length_ = 0;
   int64_t null_count_ = 0;

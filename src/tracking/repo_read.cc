@@ -47,6 +47,61 @@ std::string StepFilter(int64_t start, int64_t stop) {
   return out;
 }
 
+// Reads `chunks` as a stream of one batch per chunk, the latest point of each
+// step. The stream holds the dataset, so it stays readable after the handle
+// is closed.
+void StreamChunks(std::shared_ptr<lance::Dataset> dataset, std::vector<ReadChunk> chunks,
+                  std::optional<TimeRange> times, ArrowArrayStream* out) {
+  auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
+  auto next = [dataset, state, times](ArrowArray* out) -> bool {
+    auto& [plan, index] = *state;
+    while (index < plan.size()) {
+      const ReadChunk& chunk = plan[index++];
+      lance::ScanOptions scan;
+      scan.columns = PointColumns();
+      scan.filter = SqlIn("series_id", chunk.ids) + StepFilter(chunk.start, chunk.stop);
+      scan.with_row_address = true;
+      PointsBySeries points;
+      auto reader = dataset->Scan(scan);
+      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+      arrow::BatchBuilder builder(PointsSchema());
+      auto& series_id = builder.uint64(0);
+      auto& step = builder.int64(1);
+      auto& epoch = builder.int64(2);
+      auto& timestamp = builder.timestamp(3);
+      auto& value = builder.float64(4);
+      for (uint64_t id : chunk.ids) {
+        auto found = points.find(id);
+        if (found == points.end()) continue;
+        LatestPerStep(&found->second);
+        for (const auto& p : found->second) {
+          if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
+            continue;
+          }
+          series_id.Append(id);
+          step.Append(p.step);
+          if (p.has_epoch) {
+            epoch.Append(p.epoch);
+          } else {
+            epoch.AppendNull();
+          }
+          timestamp.Append(p.timestamp_us);
+          value.Append(p.value);
+        }
+        found->second = {};
+      }
+      if (builder.num_rows() == 0) continue;
+      builder.Finish(out);
+      return true;
+    }
+    return false;
+  };
+  arrow::OwnedStream stream;
+  arrow::MakeStream(PointsSchema(), std::move(next), &stream);
+  if (out->release != nullptr) out->release(out);
+  *out = stream.release();
+}
+
 }  // namespace
 
 lance::Dataset& RepoImpl::Latest(int table) {
@@ -198,6 +253,17 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
                           std::optional<TimeRange> times, ArrowArrayStream* out) {
   Flush();
   std::vector<uint64_t> wanted = Unique(ids);
+
+  // A step range too narrow to hold more than one chunk of points (steps are
+  // distinct after LatestPerStep) is read in one scan with no statistics: the
+  // plan below only needs them to clamp wide ranges and to split big series.
+  uint64_t width = static_cast<uint64_t>(steps.stop) - static_cast<uint64_t>(steps.start);
+  if (!times && !wanted.empty() && steps.start < steps.stop &&
+      width <= kReadChunkPoints / std::max<size_t>(1, wanted.size()) &&
+      wanted.size() <= kMaxFilterIds) {
+    Latest(kMetrics);
+    return StreamChunks(tables_[kMetrics], {{wanted, steps.start, steps.stop}}, times, out);
+  }
   auto deltas = ReadDeltas(wanted);  // also moves metrics to its latest version
 
   // Per series, the step range to read. A time range first finds the steps
@@ -277,52 +343,7 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
     in_chunk += count;
   }
 
-  // The stream reads one chunk per batch. It holds the dataset, so it stays
-  // readable after the handle is closed.
-  std::shared_ptr<lance::Dataset> dataset = tables_[kMetrics];
-  auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
-  auto next = [dataset, state, times](ArrowArray* out) -> bool {
-    auto& [plan, index] = *state;
-    while (index < plan.size()) {
-      const ReadChunk& chunk = plan[index++];
-      lance::ScanOptions scan;
-      scan.columns = PointColumns();
-      scan.filter = SqlIn("series_id", chunk.ids) + StepFilter(chunk.start, chunk.stop);
-      scan.with_row_address = true;
-      PointsBySeries points;
-      auto reader = dataset->Scan(scan);
-      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
-      arrow::BatchBuilder builder(PointsSchema());
-      for (uint64_t id : chunk.ids) {
-        auto found = points.find(id);
-        if (found == points.end()) continue;
-        LatestPerStep(&found->second);
-        for (const auto& p : found->second) {
-          if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
-            continue;
-          }
-          builder.uint64(0).Append(id);
-          builder.int64(1).Append(p.step);
-          if (p.has_epoch) {
-            builder.int64(2).Append(p.epoch);
-          } else {
-            builder.int64(2).AppendNull();
-          }
-          builder.timestamp(3).Append(p.timestamp_us);
-          builder.float64(4).Append(p.value);
-        }
-        found->second = {};
-      }
-      if (builder.num_rows() == 0) continue;
-      builder.Finish(out);
-      return true;
-    }
-    return false;
-  };
-  arrow::OwnedStream stream;
-  arrow::MakeStream(PointsSchema(), std::move(next), &stream);
-  if (out->release != nullptr) out->release(out);
-  *out = stream.release();
+  StreamChunks(tables_[kMetrics], std::move(chunks), times, out);
 }
 
 std::map<uint64_t, MetricData> RepoImpl::ReadMany(std::span<const uint64_t> ids, StepRange steps,

@@ -198,17 +198,34 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
   arrow::Int64Column step(batch, "step"), epoch(batch, "epoch");
   arrow::TimestampColumn timestamp(batch, "timestamp");
   arrow::Float64Column value(batch, "value");
+  // Rows of one series come in runs (sorted fragments hold each series
+  // together), so the series' vector is looked up once per run.
+  std::vector<StoredPoint>* points = nullptr;
+  uint64_t points_id = 0;
   for (int64_t i = 0; i < batch.num_rows(); ++i) {
-    if (keep && !keep(id.value(i))) continue;
-    (*out)[id.value(i)].push_back({step.value(i), address.value(i), timestamp.value(i),
-                                   value.value(i), epoch.value(i), !epoch.is_null(i)});
+    uint64_t series = id.value(i);
+    if (points == nullptr || series != points_id) {
+      if (keep && !keep(series)) {
+        points = nullptr;
+        continue;
+      }
+      points = &(*out)[series];
+      points_id = series;
+      if (points->empty()) points->reserve(static_cast<size_t>(batch.num_rows() - i));
+    }
+    points->push_back({step.value(i), address.value(i), timestamp.value(i), value.value(i),
+                       epoch.value(i), !epoch.is_null(i)});
   }
 }
 
 void LatestPerStep(std::vector<StoredPoint>* points) {
-  std::sort(points->begin(), points->end(), [](const StoredPoint& a, const StoredPoint& b) {
+  auto by_step = [](const StoredPoint& a, const StoredPoint& b) {
     return a.step != b.step ? a.step < b.step : a.address < b.address;
-  });
+  };
+  // Points read from sorted fragments arrive in order already.
+  if (!std::is_sorted(points->begin(), points->end(), by_step)) {
+    std::sort(points->begin(), points->end(), by_step);
+  }
   size_t out = 0;
   for (size_t i = 0; i < points->size(); ++i) {
     if (i + 1 < points->size() && (*points)[i + 1].step == (*points)[i].step) continue;

@@ -431,8 +431,10 @@ TEST_F(RepoTest, WriteAndReadBackFromBothHandles) {
     EXPECT_EQ(all[loss_id].size(), 20u);
     EXPECT_EQ(all[loss_id].values[3], 42.5);
 
+    // A narrow range is read without the statistics; an unknown id still
+    // reads as nothing.
     StepRange range{3, 10};
-    EXPECT_EQ(repo->ReadMany(Ids({loss_id, acc_id}), range),
+    EXPECT_EQ(repo->ReadMany(Ids({loss_id, acc_id, 12345}), range),
               (std::map<uint64_t, MetricData>{{loss_id, ToData(loss, range)},
                                               {acc_id, ToData(acc, range)}}));
     // A range holding no point of acc leaves it out.
