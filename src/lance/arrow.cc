@@ -133,6 +133,7 @@ void Export(std::unique_ptr<ArrayData> data, ArrowArray* out) {
 struct SchemaData {
   std::string format;
   std::string name;
+  std::string metadata;  // the C Data Interface's encoding; empty for none
   std::vector<ArrowSchema> children;
   std::vector<ArrowSchema*> child_pointers;
 
@@ -153,6 +154,7 @@ void Export(std::unique_ptr<SchemaData> data, bool nullable, ArrowSchema* out) {
   *out = ArrowSchema{};
   out->format = data->format.c_str();
   out->name = data->name.c_str();
+  out->metadata = data->metadata.empty() ? nullptr : data->metadata.data();
   out->flags = nullable ? ARROW_FLAG_NULLABLE : 0;
   out->n_children = static_cast<int64_t>(data->child_pointers.size());
   out->children = data->child_pointers.empty() ? nullptr : data->child_pointers.data();
@@ -160,15 +162,35 @@ void Export(std::unique_ptr<SchemaData> data, bool nullable, ArrowSchema* out) {
   out->private_data = data.release();
 }
 
-void ExportField(std::string_view name, Type type, bool nullable, ArrowSchema* out) {
-  auto data = std::make_unique<SchemaData>();
-  data->format = Info(type).format;
-  data->name = name;
-  if (type == Type::kListUtf8) {
-    data->children.resize(1);
-    ExportField("item", Type::kUtf8, true, &data->children[0]);
+// Key-value pairs as the C Data Interface lays them out: a count, then each
+// key and value prefixed by its length, all int32 in native byte order.
+std::string EncodeMetadata(const std::map<std::string, std::string>& metadata) {
+  if (metadata.empty()) return {};
+  std::string out;
+  auto put_int = [&](size_t n) {
+    int32_t v = static_cast<int32_t>(n);
+    out.append(reinterpret_cast<const char*>(&v), sizeof v);
+  };
+  put_int(metadata.size());
+  for (const auto& [key, value] : metadata) {
+    put_int(key.size());
+    out += key;
+    put_int(value.size());
+    out += value;
   }
-  Export(std::move(data), nullable, out);
+  return out;
+}
+
+void ExportField(const Field& field, ArrowSchema* out) {
+  auto data = std::make_unique<SchemaData>();
+  data->format = Info(field.type).format;
+  data->name = field.name;
+  data->metadata = EncodeMetadata(field.metadata);
+  if (field.type == Type::kListUtf8) {
+    data->children.resize(1);
+    ExportField({"item", Type::kUtf8, true}, &data->children[0]);
+  }
+  Export(std::move(data), field.nullable, out);
 }
 
 void CheckStructSchema(const OwnedSchema* schema) {
@@ -188,7 +210,7 @@ void ExportSchema(const Schema& schema, ArrowSchema* out) {
   data->format = "+s";
   data->children.resize(schema.size());
   for (size_t i = 0; i < schema.size(); i++) {
-    ExportField(schema[i].name, schema[i].type, schema[i].nullable, &data->children[i]);
+    ExportField(schema[i], &data->children[i]);
   }
   Export(std::move(data), false, out);
 }

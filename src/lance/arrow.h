@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -50,6 +51,9 @@ struct Field {
   std::string name;
   Type type;
   bool nullable = true;
+  // Exported as the field's Arrow metadata; Lance reads its encoding hints
+  // ("lance-encoding:...") from here when a dataset is created.
+  std::map<std::string, std::string> metadata = {};
 };
 using Schema = std::vector<Field>;
 
@@ -129,6 +133,14 @@ class ColumnBuilder {
     const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
     buffer->insert(buffer->end(), bytes, bytes + sizeof(T));
   }
+  // Counts n valid rows.
+  void AppendValid(size_t n) {
+    if (null_count_ == 0) {
+      length_ += static_cast<int64_t>(n);
+    } else {
+      for (size_t i = 0; i < n; ++i) AppendValiditySlow(true);
+    }
+  }
   // Counts one row and records whether it is valid. Inline for the common
   // case of a column with no nulls so far, which keeps no bitmap.
   void AppendValidity(bool valid) {
@@ -158,6 +170,12 @@ class FixedWidthBuilder final : public ColumnBuilder {
   void Append(T value) {
     Put(&values_, value);
     AppendValidity(true);
+  }
+  // Appends every value of `values`, none null, in one copy.
+  void Append(std::span<const T> values) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
+    values_.insert(values_.end(), bytes, bytes + values.size_bytes());
+    AppendValid(values.size());
   }
   void AppendNull() override {
     Put(&values_, T{});

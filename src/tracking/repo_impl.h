@@ -192,7 +192,11 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::mutex write_mu_;
   HybridClock clock_;
   WriteBuffer buffer_;
-  size_t flushing_points_ = 0;     // points a flush has taken and not committed yet
+  size_t flushing_points_ = 0;  // points a flush has taken and not committed yet
+  // The point columns of the last committed flush, emptied but with their
+  // capacity, handed to the next buffer: refilling them costs no reallocation
+  // and no fresh pages. Touched only under flush_mu_.
+  PointBuffer spare_points_;
   PointsRecord point_record_;      // reused by Track, to log without allocating
   std::unique_ptr<wal::Log> wal_;  // null for memory://
   std::string wal_dir_;

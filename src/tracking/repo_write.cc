@@ -327,6 +327,7 @@ void RepoImpl::FlushLocked() {
     std::lock_guard lock(write_mu_);
     if (buffer_.empty()) return;
     std::swap(buf, buffer_);
+    std::swap(buffer_.points, spare_points_);
     buffer_.generation = buf.generation + 1;
     DropDeletedLocked(&buf);
     flushing_points_ = buf.points.size();
@@ -372,7 +373,8 @@ void RepoImpl::FlushLocked() {
     }
     if (!buf.points.empty()) {
       tables_[kMetrics]->Append(MetricsStream(buf.points, Marks(mark(kMetrics))));
-      buf.points = PointBuffer();
+      buf.points.Clear();
+      std::swap(buf.points, spare_points_);
       committed[kMetrics] = true;
       last_mark_[kMetrics] = buf.wal_seq[kMetrics];
       if (auto hook = flush_hook.load()) hook("metrics");

@@ -54,10 +54,20 @@ const arrow::Schema& SeriesSchema() {
 }
 
 const arrow::Schema& MetricsSchema() {
+  // Lance tries a dictionary for any 64-bit column whose sample repeats; in
+  // metrics, steps repeat across series and timestamps within a microsecond,
+  // and building those dictionaries took most of a flush's encoding time for
+  // little space. series_id keeps its dictionary (a few random ids per page).
+  // Lance takes these hints from the schema a table is created with.
+  const std::map<std::string, std::string> kNoDictionary = {
+      {"lance-encoding:dict-divisor", "1000000000"}};
   static const arrow::Schema schema = {
-      {"series_id", Type::kUInt64, false}, {"step", Type::kInt64, false},
-      {"epoch", Type::kInt64, true},       {"timestamp", Type::kTimestampUs, false},
-      {"value", Type::kFloat64, false},    {"stats", Type::kBinary, true},
+      {"series_id", Type::kUInt64, false},
+      {"step", Type::kInt64, false, kNoDictionary},
+      {"epoch", Type::kInt64, true, kNoDictionary},
+      {"timestamp", Type::kTimestampUs, false, kNoDictionary},
+      {"value", Type::kFloat64, false, kNoDictionary},
+      {"stats", Type::kBinary, true},
   };
   return schema;
 }

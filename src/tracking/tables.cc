@@ -58,6 +58,16 @@ void PointBuffer::Append(PointBuffer&& other) {
   other = PointBuffer();
 }
 
+void PointBuffer::Clear() {
+  series_ids.clear();
+  steps.clear();
+  epochs.clear();
+  has_epoch.clear();
+  timestamps_us.clear();
+  values.clear();
+  deltas.clear();
+}
+
 arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark) {
   arrow::BatchBuilder b(RunsSchema());
   auto add = [&](uint64_t seq, const RunInfo& r, std::optional<uint32_t> fields) {
@@ -156,18 +166,20 @@ arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
                                  bool exact_deltas) {
   arrow::BatchBuilder b(MetricsSchema());
+  b.uint64(0).Append(std::span<const uint64_t>(points.series_ids));
+  b.int64(1).Append(std::span<const int64_t>(points.steps));
+  auto& epoch = b.int64(2);
   for (size_t i = 0; i < points.size(); ++i) {
-    b.uint64(0).Append(points.series_ids[i]);
-    b.int64(1).Append(points.steps[i]);
     if (points.has_epoch[i]) {
-      b.int64(2).Append(points.epochs[i]);
+      epoch.Append(points.epochs[i]);
     } else {
-      b.int64(2).AppendNull();
+      epoch.AppendNull();
     }
-    b.timestamp(3).Append(points.timestamps_us[i]);
-    b.float64(4).Append(points.values[i]);
-    b.binary(5).AppendNull();
   }
+  b.timestamp(3).Append(std::span<const int64_t>(points.timestamps_us));
+  b.float64(4).Append(std::span<const double>(points.values));
+  auto& stats = b.binary(5);
+  for (size_t i = 0; i < points.size(); ++i) stats.AppendNull();
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const auto& [id, delta] : points.deltas) {
     b.uint64(0).Append(kReservedSeriesId);

@@ -59,6 +59,8 @@ struct PointBuffer {
            double value, uint64_t seq, bool dirty, StatsDelta* delta = nullptr);
   // Appends other's points and merges its deltas.
   void Append(PointBuffer&& other);
+  // Removes every point and delta, keeping the columns' capacity.
+  void Clear();
 };
 
 // A WAL writer's mark: the highest seq of its records a table has committed.

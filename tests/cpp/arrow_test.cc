@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -173,6 +175,33 @@ TEST(ArrowTest, ExportSchemaDescribesFields) {
   EXPECT_STREQ(item.format, "u");
   EXPECT_STREQ(item.name, "item");
   EXPECT_EQ(item.flags, ARROW_FLAG_NULLABLE);
+}
+
+TEST(ArrowTest, ExportSchemaEncodesFieldMetadata) {
+  Schema schema = {{"a", Type::kInt64, true, {{"k1", "v1"}, {"key2", ""}}},
+                   {"b", Type::kUtf8, true}};
+  OwnedSchema owned;
+  ExportSchema(schema, owned.get());
+  EXPECT_EQ(owned.get()->children[1]->metadata, nullptr);
+  const char* p = owned.get()->children[0]->metadata;
+  ASSERT_NE(p, nullptr);
+  auto next_int = [&] {
+    int32_t v;
+    std::memcpy(&v, p, sizeof v);
+    p += sizeof v;
+    return v;
+  };
+  auto next_text = [&] {
+    int32_t n = next_int();
+    std::string text(p, static_cast<size_t>(n));
+    p += n;
+    return text;
+  };
+  ASSERT_EQ(next_int(), 2);
+  EXPECT_EQ(next_text(), "k1");
+  EXPECT_EQ(next_text(), "v1");
+  EXPECT_EQ(next_text(), "key2");
+  EXPECT_EQ(next_text(), "");
 }
 
 TEST(ArrowTest, EveryTypeRoundTripsWithoutNulls) {
@@ -375,6 +404,33 @@ TEST(ArrowTest, MissingColumn) {
   EXPECT_TRUE(Contains(e.what(), "nope")) << e.what();
   e = Catch([&] { UInt64Column column(batch, "nope"); });
   EXPECT_TRUE(Contains(e.what(), "nope")) << e.what();
+}
+
+TEST(ArrowTest, AppendingASpanMatchesAppendingEachValue) {
+  Schema schema = {{"a", Type::kInt64}, {"b", Type::kFloat64}};
+  BatchBuilder builder(schema);
+  std::vector<int64_t> ints = {1, -2, 3};
+  std::vector<double> doubles = {0.5, 1.5};
+  builder.int64(0).Append(std::span<const int64_t>(ints));  // before any null
+  builder.int64(0).AppendNull();
+  builder.int64(0).Append(std::span<const int64_t>(ints).first(2));  // after one
+  builder.float64(1).Append(std::span<const double>(doubles));
+  builder.float64(1).Append(std::span<const double>());
+  builder.float64(1).Append(std::span<const double>(doubles));
+  for (int i = 0; i < 2; ++i) builder.float64(1).AppendNull();
+  Batch batch = Import(schema, Finish(builder));
+  ASSERT_EQ(batch.num_rows(), 6);
+  Int64Column a(batch, "a");
+  Float64Column b(batch, "b");
+  std::vector<std::optional<int64_t>> got_a;
+  std::vector<std::optional<double>> got_b;
+  for (int64_t i = 0; i < 6; ++i) {
+    got_a.push_back(a.is_null(i) ? std::nullopt : std::optional(a.value(i)));
+    got_b.push_back(b.is_null(i) ? std::nullopt : std::optional(b.value(i)));
+  }
+  EXPECT_EQ(got_a, (std::vector<std::optional<int64_t>>{1, -2, 3, std::nullopt, 1, -2}));
+  EXPECT_EQ(got_b,
+            (std::vector<std::optional<double>>{0.5, 1.5, 0.5, 1.5, std::nullopt, std::nullopt}));
 }
 
 TEST(ArrowTest, FinishChecksLengthsAndNullability) {

@@ -679,6 +679,11 @@ def test_pylance_reads_the_documented_schemas(path, opts):
         ("series_id", pa.uint64(), False), ("step", pa.int64(), False),
         ("epoch", pa.int64(), True), ("timestamp", ts, False),
         ("value", pa.float64(), False), ("stats", pa.binary(), True)]
+    # The encoding hint the table was created with; series_id has none.
+    hint = b"lance-encoding:dict-divisor"
+    schema = lance.dataset(path + "/metrics.lance").schema
+    assert [hint in (schema.field(n).metadata or {}) for n in schema.names] == [
+        False, True, True, True, True, False]
     points = [r for r in metrics.to_pylist() if r["series_id"] == sid]
     assert len(points) == 1
     assert (points[0]["step"], points[0]["epoch"], points[0]["value"]) == (3, 1, 1.5)
