@@ -45,7 +45,9 @@ struct Options {
   // --- Writing -------------------------------------------------------------
   size_t write_buffer_size = 4 << 20;  // bytes buffered before a commit
   std::chrono::milliseconds flush_interval{5000};
-  size_t max_fragments = 32;  // compact after a flush when there are more
+  // Compact after a flush that leaves more fragments under 2^20 rows (the
+  // size compaction merges toward; full fragments are never rewritten).
+  size_t max_fragments = 32;
 
   // --- Memory and reopen ---------------------------------------------------
   // Committed values longer than this stay in Lance; the view keeps their

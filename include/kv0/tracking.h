@@ -228,7 +228,8 @@ struct RepoOptions {
   // ahead of the background flush waits for one.
   size_t flush_rows = 50000;
   std::chrono::milliseconds flush_interval{5000};
-  // A table with more fragments than this after a flush is compacted.
+  // A table with more small fragments (under 2^20 rows, the size compaction
+  // merges toward) than this after a flush is compacted.
   size_t max_fragments = 32;
   // Memory the sorted rewrite of optimize() may hold, in bytes; larger
   // tables are rewritten in several passes.

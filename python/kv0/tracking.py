@@ -96,7 +96,7 @@ class Repo(_native._Repo):
     trigger a commit (a writer that gets twice as far ahead of the
     background commit waits for it). flush_interval: seconds between
     commits of a non-empty buffer. max_fragments: a table with more
-    fragments after a commit is compacted. optimize_memory: bytes the
+    fragments under 2**20 rows after a commit is compacted. optimize_memory: bytes the
     sorted rewrite of optimize() may hold. version_retention: seconds
     Lance keeps old table versions. wal_dir: root of the local write-ahead
     logs (default $KV0_WAL_DIR, else ~/.cache/kv0/wal). wal_sync: "none",

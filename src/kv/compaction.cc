@@ -1,6 +1,7 @@
 // Keeping the dataset small: after a flush leaves more than max_fragments
-// fragments, either rewrite the whole store as its live rows (when most
-// stored rows are shadowed) or let Lance merge small fragments.
+// fragments that compaction can merge (below lance::kCompactTargetRows rows),
+// either rewrite the whole store as its live rows (when most stored rows are
+// shadowed) or let Lance merge small fragments.
 //
 // Both run holding flush_mu_, right after a flush, so nothing they write is
 // still buffered: a rewrite also holds write_mu_ (writers wait) and gives up
@@ -23,7 +24,7 @@ constexpr size_t kRewriteBatchRows = 4096;
 
 void DB::Impl::MaybeCompact(const std::vector<lance::FragmentInfo>& fragments) {
   if (read_only_) return;
-  if (fragments.size() <= options_.max_fragments) return;
+  if (lance::MergeableFragments(fragments) <= options_.max_fragments) return;
   uint64_t stored = 0;
   for (const auto& f : fragments) stored += f.physical_rows - f.deleted_rows;
   uint64_t live;

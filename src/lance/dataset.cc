@@ -1,5 +1,6 @@
 #include "lance/dataset.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "kv0/arrow_c.h"
@@ -276,6 +277,11 @@ CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, Uncommitte
         "commit update of " + uri_);
   result.fragment_ids = TakeIds(ids, len);
   return result;
+}
+
+size_t MergeableFragments(const std::vector<FragmentInfo>& fragments) {
+  return std::count_if(fragments.begin(), fragments.end(),
+                       [](const FragmentInfo& f) { return f.physical_rows < kCompactTargetRows; });
 }
 
 CompactResult Dataset::Compact(const CompactOptions& options) {

@@ -72,11 +72,20 @@ struct ScanOptions {
   size_t batch_size = 0;                              // 0: Lance's default
 };
 
+// Compaction merges fragments of fewer rows than this into fragments of about
+// this many, and leaves larger ones alone (Lance's default target).
+inline constexpr size_t kCompactTargetRows = size_t{1} << 20;
+
 struct CompactOptions {
-  size_t target_rows_per_fragment = 0;  // 0: Lance's default
+  size_t target_rows_per_fragment = kCompactTargetRows;
   bool materialize_deletions = true;
   float materialize_deletions_threshold = 0.1f;
 };
+
+// The fragments a compaction with the default target would merge. Counting
+// these rather than all fragments keeps a large table, whose full fragments
+// compaction never touches, from being compacted after every flush.
+size_t MergeableFragments(const std::vector<FragmentInfo>& fragments);
 
 struct CleanupStats {
   uint64_t old_versions = 0;

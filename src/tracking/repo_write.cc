@@ -420,7 +420,7 @@ void RepoImpl::FlushLocked() {
 // one matters to a replay.
 void RepoImpl::MaybeCompact(int table) {
   lance::Dataset& dataset = *tables_[table];
-  if (dataset.Fragments().size() <= options_.max_fragments) return;
+  if (lance::MergeableFragments(dataset.Fragments()) <= options_.max_fragments) return;
   try {
     dataset.Compact(lance::CompactOptions{});
     if (wal_ && last_mark_[table] != 0) {

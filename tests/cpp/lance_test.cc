@@ -263,6 +263,40 @@ TEST_P(DatasetTest, UpdateReplacesFragments) {
   EXPECT_EQ(ds.version(), version);
 }
 
+TEST_P(DatasetTest, CompactLeavesFullFragmentsAlone) {
+  // The automatic compaction counts only fragments below the target, on the
+  // grounds that Lance never rewrites the others; this checks those grounds.
+  const arrow::Schema schema = {{"id", Type::kUInt64, false}};
+  auto ids = [&](uint64_t first, uint64_t n) {
+    std::vector<uint64_t> values(n);
+    for (uint64_t i = 0; i < n; ++i) values[i] = first + i;
+    BatchBuilder b(schema);
+    b.uint64(0).Append(std::span<const uint64_t>(values));
+    std::vector<arrow::OwnedArray> batches(1);
+    b.Finish(batches[0].get());
+    arrow::OwnedStream stream;
+    arrow::MakeStream(schema, std::move(batches), &stream);
+    return stream;
+  };
+  Dataset ds = Dataset::Create(Uri("full.lance"), {}, schema, {});
+  std::set<uint64_t> full;
+  for (uint64_t i = 0; i < 2; ++i) {
+    full.insert(ds.Append(ids(i * kCompactTargetRows, kCompactTargetRows)).fragment_ids.at(0));
+  }
+  EXPECT_EQ(MergeableFragments(ds.Fragments()), 0u);
+  std::set<uint64_t> small;
+  for (uint64_t i = 0; i < 3; ++i) {
+    small.insert(ds.Append(ids(3 * kCompactTargetRows + i * 10, 10)).fragment_ids.at(0));
+  }
+  EXPECT_EQ(MergeableFragments(ds.Fragments()), 3u);
+
+  CompactResult result = ds.Compact({});
+  EXPECT_EQ(std::set<uint64_t>(result.removed.begin(), result.removed.end()), small);
+  EXPECT_EQ(MergeableFragments(ds.Fragments()), 1u);
+  EXPECT_EQ(ds.Fragments().size(), 3u);
+  EXPECT_EQ(ds.CountRows(), 2 * kCompactTargetRows + 30);
+}
+
 TEST_P(DatasetTest, CompactReportsReplacedFragments) {
   Dataset ds = Dataset::Create(Uri("compact.lance"), {}, kSchema, {});
   std::set<uint64_t> before;
