@@ -2,6 +2,7 @@
 // bookkeeping that makes every handle ignore a deleted run.
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
@@ -44,6 +45,50 @@ RecordsStore::Hidden RepoImpl::HiddenRuns() {
 bool RepoImpl::IsDeleted(const std::string& run_id) {
   std::lock_guard lock(deleted_mu_);
   return deleted_.count(run_id) > 0;
+}
+
+std::vector<uint64_t> RepoImpl::WithoutDeletedRuns(std::vector<uint64_t> ids) {
+  LoadTombstones(true);
+  {
+    std::lock_guard lock(deleted_mu_);
+    if (deleted_.empty()) return ids;
+  }
+  // The run of each series: this handle's own series first, then the series
+  // table (every point's series row is committed before the point).
+  std::unordered_map<uint64_t, std::string> run_of;
+  std::vector<uint64_t> unknown;
+  {
+    std::lock_guard lock(write_mu_);
+    for (uint64_t id : ids) {
+      auto known = series_.find(id);
+      if (known != series_.end() && !known->second.run_id.empty()) {
+        run_of[id] = known->second.run_id;
+      } else {
+        unknown.push_back(id);
+      }
+    }
+  }
+  for (size_t begin = 0; begin < unknown.size(); begin += kInChunk) {
+    std::vector<uint64_t> part(unknown.begin() + begin,
+                               unknown.begin() + std::min(unknown.size(), begin + kInChunk));
+    lance::ScanOptions scan;
+    scan.columns = {"series_id", "run_id"};
+    scan.filter = SqlIn("series_id", part);
+    auto reader = Latest(kSeries).Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id");
+      arrow::Utf8Column run_id(*batch, "run_id");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        run_of.try_emplace(id.value(i), run_id.value(i));
+      }
+    }
+  }
+  std::lock_guard lock(deleted_mu_);
+  std::erase_if(ids, [&](uint64_t id) {
+    auto run = run_of.find(id);
+    return run == run_of.end() || deleted_.count(run->second) > 0;
+  });
+  return ids;
 }
 
 void RepoImpl::LoadTombstones(bool force) {

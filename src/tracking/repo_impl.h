@@ -136,6 +136,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::vector<SeriesInfo> ReadSeries(const std::string& filter);
   std::map<uint64_t, SeriesStats> GetSeriesStats(std::span<const uint64_t> ids);
   // Merged deltas of ids (dirty ones included), read from the reserved rows.
+  // The statistics rows of ids, merged, at the version of metrics the handle
+  // holds (callers move it to the latest first).
   std::map<uint64_t, StatsDelta> ReadDeltas(std::span<const uint64_t> ids);
   void ReadStream(std::span<const uint64_t> ids, StepRange steps, std::optional<TimeRange> times,
                   ArrowArrayStream* out);
@@ -150,6 +152,11 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // at most once a second. Marks the runs deleted in this handle.
   void LoadTombstones(bool force);
   bool IsDeleted(const std::string& run_id);
+  // ids without the series of deleted runs (free when no run is deleted).
+  // Call it after moving metrics to the version a read will scan: every
+  // point there then has its series row in the series table read here, so
+  // an id with none belongs to a deleted run whose rows are being removed.
+  std::vector<uint64_t> WithoutDeletedRuns(std::vector<uint64_t> ids);
   // For records reads: hides rows of deleted runs (tombstones read first).
   RecordsStore::Hidden HiddenRuns();
   // Removes from buf every row of a deleted run, and every point whose series

@@ -196,7 +196,7 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(std::span<const uint64_t> id
     std::vector<int64_t> steps(wanted.begin(), wanted.end());
     scan.filter += " AND " + SqlInSigned("step", steps);
   }
-  auto reader = Latest(kMetrics).Scan(scan);
+  auto reader = tables_[kMetrics]->Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::Int64Column step(*batch, "step");
     arrow::BinaryColumn stats(*batch, "stats");
@@ -211,7 +211,8 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(std::span<const uint64_t> id
 
 std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_t> ids) {
   Flush();
-  auto deltas = ReadDeltas(ids);
+  Latest(kMetrics);
+  auto deltas = ReadDeltas(WithoutDeletedRuns(Unique(ids)));
   std::map<uint64_t, SeriesStats> out;
   std::vector<uint64_t> dirty;
   for (const auto& [id, delta] : deltas) {
@@ -252,7 +253,8 @@ std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_
 void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
                           std::optional<TimeRange> times, ArrowArrayStream* out) {
   Flush();
-  std::vector<uint64_t> wanted = Unique(ids);
+  Latest(kMetrics);
+  std::vector<uint64_t> wanted = WithoutDeletedRuns(Unique(ids));
 
   // A step range too narrow to hold more than one chunk of points (steps are
   // distinct after LatestPerStep) is read in one scan with no statistics: the
@@ -261,10 +263,9 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
   if (!times && !wanted.empty() && steps.start < steps.stop &&
       width <= kReadChunkPoints / std::max<size_t>(1, wanted.size()) &&
       wanted.size() <= kMaxFilterIds) {
-    Latest(kMetrics);
     return StreamChunks(tables_[kMetrics], {{wanted, steps.start, steps.stop}}, times, out);
   }
-  auto deltas = ReadDeltas(wanted);  // also moves metrics to its latest version
+  auto deltas = ReadDeltas(wanted);
 
   // Per series, the step range to read. A time range first finds the steps
   // with a point in it; the latest point of each such step is chosen below

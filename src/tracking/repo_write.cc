@@ -123,6 +123,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
   std::vector<uint64_t> ids;
   for (const auto& s : series) ids.push_back(s.series_id);
   // The last steps come from the statistics rows; no point is read.
+  Latest(kMetrics);
   auto deltas = ReadDeltas(ids);
   std::lock_guard lock(write_mu_);
   auto state = NewRunState(run_id);

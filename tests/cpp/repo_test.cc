@@ -1486,6 +1486,15 @@ TEST_F(RepoTest, AWriterRacingADeleteCommitsAtMostOneHiddenFlush) {
   EXPECT_TRUE(deleter.Runs().empty());
   EXPECT_TRUE(deleter.AllSeries().empty());
   EXPECT_TRUE(writer.Runs().empty());
+  // Reads by series id hide those rows too: the deleter knows neither the
+  // series nor its row (deleted), the writer knows both.
+  std::vector<uint64_t> series_ids = {series};
+  for (Repo* reader : {&deleter, &writer}) {
+    EXPECT_TRUE(reader->ReadMany(series_ids).empty());
+    EXPECT_TRUE(reader->ReadMany(series_ids, {0, 10}).empty());
+    EXPECT_TRUE(reader->ReadManyIn(series_ids, TimeRange{}).empty());
+    EXPECT_TRUE(reader->GetSeriesStats(series_ids).empty());
+  }
 
   // A second later the writer's flush finds the tombstone (if the last one
   // did not), drops its buffered rows and refuses the run's next write.
