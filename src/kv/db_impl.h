@@ -137,7 +137,8 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   std::map<std::string, uint64_t> marks_;            // WAL writer -> highest committed seq
 
   std::atomic<bool> closed_{false};
-  std::atomic<bool> flush_scheduled_{false};
+  // Set while a background flush is queued or running (Background::SubmitOnce).
+  std::shared_ptr<std::atomic<bool>> flush_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int64_t> last_flush_ns_{0};     // steady clock
   std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
   std::atomic<int64_t> last_refresh_ns_{0};   // steady clock

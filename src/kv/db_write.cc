@@ -74,17 +74,12 @@ void DB::Impl::Write(const WriteBatch& batch, const WriteOptions& options) {
 }
 
 void DB::Impl::ScheduleFlush() {
-  if (flush_scheduled_.exchange(true)) return;
+  // A failed flush puts the operations back in the buffer for the next one,
+  // so the job's error needs no reporting.
   std::weak_ptr<Impl> weak = weak_from_this();
-  Background::Get().Submit([weak] {
+  Background::Get().SubmitOnce(flush_queued_, [weak] {
     auto self = weak.lock();
-    if (!self) return;
-    try {
-      if (!self->closed_) self->Flush();
-    } catch (const std::exception&) {
-      // The operations went back to the buffer; the next flush retries them.
-    }
-    self->flush_scheduled_ = false;
+    if (self && !self->closed_) self->Flush();
   });
 }
 

@@ -218,7 +218,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   int64_t tombstone_check_ns_ = 0;                    // steady clock
 
   std::atomic<bool> closed_{false};
-  std::atomic<bool> flush_scheduled_{false};
+  // Set while a background flush is queued or running (Background::SubmitOnce).
+  std::shared_ptr<std::atomic<bool>> flush_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<int64_t> last_flush_ns_{0};     // steady clock
   std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
 };

@@ -277,17 +277,12 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
 }
 
 void RepoImpl::ScheduleFlush() {
-  if (flush_scheduled_.exchange(true)) return;
+  // A failed flush puts the rows back in the buffer for the next one, so the
+  // job's error needs no reporting.
   std::weak_ptr<RepoImpl> weak = weak_from_this();
-  Background::Get().Submit([weak] {
+  Background::Get().SubmitOnce(flush_queued_, [weak] {
     auto self = weak.lock();
-    if (!self) return;
-    try {
-      if (!self->closed_) self->Flush();
-    } catch (const std::exception&) {
-      // The rows went back to the buffer; the next flush retries them.
-    }
-    self->flush_scheduled_ = false;
+    if (self && !self->closed_) self->Flush();
   });
 }
 

@@ -81,6 +81,16 @@ void Background::Submit(std::function<void()> job) {
   RunGuarded(job);  // the pool is gone: process exit is under way
 }
 
+void Background::SubmitOnce(const std::shared_ptr<std::atomic<bool>>& queued,
+                            std::function<void()> job) {
+  if (!job) throw Error(Code::kInvalidArgument, "Background::SubmitOnce: empty job");
+  if (queued->exchange(true)) return;
+  Submit([queued, job = std::move(job)] {
+    RunGuarded(job);
+    queued->store(false);
+  });
+}
+
 void Background::StartLocked() {
   if (started_) return;
   started_ = true;

@@ -29,6 +29,7 @@
 // the child starts fresh threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -65,6 +66,13 @@ class Background {
   // submission order but may run concurrently with each other. Throws
   // kv0::Error(kInvalidArgument) if job is empty.
   void Submit(std::function<void()> job);
+
+  // Submits job unless the job last submitted with the same `queued` flag
+  // has not finished: for work whose one run serves every request made
+  // before it starts, like a flush of a handle's buffer. The flag is set
+  // until the job returns or throws; it is shared so that it outlives a
+  // handle destroyed while its job runs.
+  void SubmitOnce(const std::shared_ptr<std::atomic<bool>>& queued, std::function<void()> job);
 
   // How often clients are ticked.
   std::chrono::milliseconds tick() const { return kTick; }

@@ -194,6 +194,27 @@ TEST(BackgroundTest, ExceptionsStopNothing) {
   EXPECT_TRUE(Eventually([&] { return done->load() == 2 * Background::kWorkers; }));
 }
 
+TEST(BackgroundTest, SubmitOnceSkipsWhileItsJobIsQueuedOrRunning) {
+  auto queued = std::make_shared<std::atomic<bool>>(false);
+  auto gate = std::make_shared<Gate>();
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  {
+    GateGuard guard(gate);
+    Background::Get().SubmitOnce(queued, gate->BlockingJob(gate));
+    ASSERT_TRUE(Eventually([&] { return gate->entered.load() == 1; }));
+    for (int i = 0; i < 5; i++) Background::Get().SubmitOnce(queued, [runs] { (*runs)++; });
+    EXPECT_TRUE(queued->load());
+  }
+  EXPECT_TRUE(Eventually([&] { return !queued->load(); }));
+  EXPECT_EQ(runs->load(), 0);  // skipped: the blocking job held the flag
+
+  // A job that throws clears the flag too.
+  Background::Get().SubmitOnce(queued, [] { throw Error(Code::kIOError, "flush failed"); });
+  EXPECT_TRUE(Eventually([&] { return !queued->load(); }));
+  Background::Get().SubmitOnce(queued, [runs] { (*runs)++; });
+  EXPECT_TRUE(Eventually([&] { return runs->load() == 1; }));
+}
+
 TEST(BackgroundTest, EmptyJobIsRejected) {
   try {
     Background::Get().Submit(nullptr);
