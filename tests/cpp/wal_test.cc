@@ -108,6 +108,38 @@ class WalTest : public ::testing::Test {
     fs::remove_all(root_, ignored);
   }
 
+  // Four threads append per_thread numbered records each while another
+  // syncs and the first seals every seal_every records; the claimed log must
+  // hold every record, each thread's in its order.
+  void AppendFromThreadsWhileSyncing(std::unique_ptr<Log> log, int per_thread, int seal_every) {
+    constexpr int kThreads = 4;
+    std::atomic<bool> done{false};
+    std::thread syncer([&] {
+      while (!done) log->Sync();
+    });
+    std::vector<std::thread> writers;
+    for (int t = 0; t < kThreads; ++t) {
+      writers.emplace_back([&, t] {
+        for (int i = 0; i < per_thread; ++i) {
+          log->Append(std::to_string(t) + ":" + std::to_string(i));
+          if (t == 0 && i % seal_every == 0) log->Seal();
+        }
+      });
+    }
+    for (auto& w : writers) w.join();
+    done = true;
+    syncer.join();
+    log.reset();
+
+    auto records = ClaimOnly(ds_);
+    ASSERT_EQ(records.size(), static_cast<size_t>(kThreads * per_thread));
+    std::vector<int> next(kThreads, 0);
+    for (const std::string& r : records) {
+      int t = std::stoi(r.substr(0, r.find(':')));
+      EXPECT_EQ(std::stoi(r.substr(r.find(':') + 1)), next[t]++);
+    }
+  }
+
   // Mounts a 256 KiB tmpfs at dir; false (with the reason in *error) if this
   // machine does not allow it.
   bool MountSmallTmpfs(const std::string& dir, std::string* error) {
@@ -479,33 +511,7 @@ TEST_F(WalTest, EveryModeIsRecoverable) {
 }
 
 TEST_F(WalTest, ConcurrentAppendsAndSyncs) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
-  constexpr int kThreads = 4, kPerThread = 500;
-  std::atomic<bool> done{false};
-  std::thread syncer([&] {
-    while (!done) log->Sync();
-  });
-  std::vector<std::thread> writers;
-  for (int t = 0; t < kThreads; ++t) {
-    writers.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        log->Append(std::to_string(t) + ":" + std::to_string(i));
-        if (t == 0 && i % 100 == 0) log->Seal();
-      }
-    });
-  }
-  for (auto& w : writers) w.join();
-  done = true;
-  syncer.join();
-  log.reset();
-
-  auto records = ClaimOnly(ds_);
-  ASSERT_EQ(records.size(), static_cast<size_t>(kThreads * kPerThread));
-  std::vector<int> next(kThreads, 0);
-  for (const std::string& r : records) {
-    int t = std::stoi(r.substr(0, r.find(':')));
-    EXPECT_EQ(std::stoi(r.substr(r.find(':') + 1)), next[t]++);
-  }
+  AppendFromThreadsWhileSyncing(Log::Open(ds_, SyncMode::kBatch), 500, 100);
 }
 
 TEST_F(WalTest, FullDiskAppendIsCutOut) {
@@ -871,33 +877,7 @@ TEST_F(WalTest, MixedSegmentKindsAreReadInNumberOrder) {
 }
 
 TEST_F(WalTest, MappedConcurrentAppendsAndSyncs) {
-  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, 4096);
-  constexpr int kThreads = 4, kPerThread = 2000;
-  std::atomic<bool> done{false};
-  std::thread syncer([&] {
-    while (!done) log->Sync();
-  });
-  std::vector<std::thread> writers;
-  for (int t = 0; t < kThreads; ++t) {
-    writers.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        log->Append(std::to_string(t) + ":" + std::to_string(i));
-        if (t == 0 && i % 300 == 0) log->Seal();
-      }
-    });
-  }
-  for (auto& w : writers) w.join();
-  done = true;
-  syncer.join();
-  log.reset();
-
-  auto records = ClaimOnly(ds_);
-  ASSERT_EQ(records.size(), static_cast<size_t>(kThreads * kPerThread));
-  std::vector<int> next(kThreads, 0);
-  for (const std::string& r : records) {
-    int t = std::stoi(r.substr(0, r.find(':')));
-    EXPECT_EQ(std::stoi(r.substr(r.find(':') + 1)), next[t]++);
-  }
+  AppendFromThreadsWhileSyncing(Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, 4096), 2000, 300);
 }
 
 TEST_F(WalTest, MappedFullDiskIsReportedWhenASegmentIsCreated) {
