@@ -1,5 +1,6 @@
-// The deterministic workload of the crash tests: operation i depends only
-// on (seed, i), so the parent can rebuild what the child acknowledged.
+// The deterministic workloads of the crash tests: operation i depends only
+// on (seed, i), or record i only on i, so the parent can rebuild what the
+// child acknowledged.
 #pragma once
 
 #include <cstdio>
@@ -10,6 +11,15 @@
 #include "kv0/kv.h"
 
 namespace kv0::testing {
+
+// Record i of the mapped-WAL crash test: mostly small, every tenth big, so
+// that a kill can land in the middle of a long copy.
+inline std::string MappedCrashPayload(uint64_t i) {
+  size_t size = i % 10 == 9 ? 20000 + i % 5000 : 16 + i % 200;
+  std::string payload = std::to_string(i) + ":";
+  for (size_t j = payload.size(); j < size; ++j) payload.push_back(static_cast<char>(i * 31 + j));
+  return payload;
+}
 
 inline kv::WriteBatch CrashOp(uint64_t seed, uint64_t i) {
   std::mt19937_64 rng(seed * 1'000'003 + i);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "crash_runner.h"
+#include "crash_workload.h"
 #include "test_util.h"
 #include "wal/segment.h"
 #include "wal/wal.h"
@@ -27,13 +28,7 @@
 namespace kv0::wal {
 namespace {
 
-// The same bytes as in wal_mapped_crash_child.cc.
-std::string MappedCrashPayload(uint64_t i) {
-  size_t size = i % 10 == 9 ? 20000 + i % 5000 : 16 + i % 200;
-  std::string payload = std::to_string(i) + ":";
-  for (size_t j = payload.size(); j < size; ++j) payload.push_back(static_cast<char>(i * 31 + j));
-  return payload;
-}
+using kv0::testing::MappedCrashPayload;
 
 TEST(WalMappedCrashTest, AcknowledgedRecordsSurviveSigkill) {
   std::mt19937_64 rng(20240601);
