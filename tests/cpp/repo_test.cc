@@ -1359,12 +1359,6 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
   EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id).count, 20u);
 }
 
-}  // namespace
-}  // namespace kv0::tracking
-
-namespace kv0::tracking {
-namespace {
-
 // --- optimize() within a memory bound -----------------------------------------
 
 // The (series_id, step) pairs of the metrics points in storage order.
@@ -1414,12 +1408,6 @@ TEST_F(RepoTest, OptimizeSortsInPassesThatFitItsMemoryBound) {
         << name;
   }
 }
-
-}  // namespace
-}  // namespace kv0::tracking
-
-namespace kv0::tracking {
-namespace {
 
 // --- Deleting runs ------------------------------------------------------------
 
@@ -1533,12 +1521,6 @@ TEST_F(RepoTest, OptimizeDropsTombstonesOlderThanMarkTtl) {
   EXPECT_TRUE(repo.Runs().empty());
 }
 
-}  // namespace
-}  // namespace kv0::tracking
-
-namespace kv0::tracking {
-namespace {
-
 // --- Threads ------------------------------------------------------------------
 
 TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
@@ -1588,12 +1570,6 @@ TEST_F(RepoTest, ConcurrentTrackersReadersAndBackgroundFlushes) {
     EXPECT_EQ(repo.GetRun(run.run_id())->status, "finished");
   }
 }
-
-}  // namespace
-}  // namespace kv0::tracking
-
-namespace kv0::tracking {
-namespace {
 
 // --- Recomputing statistics ---------------------------------------------------
 
