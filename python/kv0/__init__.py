@@ -1,6 +1,8 @@
 """kv0: an embedded storage engine on Lance datasets.
 
 kv0.DB is an ordered key-value store (call-compatible with aimrocks);
+kv0.aimrocks is aimrocks' whole public surface over it, which runs aimrocks
+programs and the Aim tracker on kv0 (docs/aim.md);
 kv0.tracking stores experiment runs, parameters and metrics;
 kv0.lance gives raw access to Lance datasets through libkv0.
 """

@@ -1,10 +1,12 @@
 """kv0.DB: the ordered key-value store, call-compatible with aimrocks.
 
-A program written against aimrocks (the RocksDB binding the Aim tracker
-uses) runs on kv0 by importing kv0 in its place. Merge operators, column
-families other than the default and snapshots are not part of kv0: their
-calls exist, and anything beyond what kv0 can honour raises NotSupported
-instead of doing something silently different.
+kv0.DB takes the calls of aimrocks (the RocksDB binding the Aim tracker
+uses); kv0.aimrocks builds aimrocks' whole public surface on it (its options
+and defaults, errors, iteration protocols), so that aimrocks programs run
+unchanged. Merge operators, column families other than the default,
+snapshots and custom comparators are not part of kv0: their calls exist, and
+anything beyond what kv0 can honour raises NotSupported instead of doing
+something silently different.
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ class Options:
 
     kv0's own options (see KV0_OPTIONS) are type-checked and honoured; any
     other option (RocksDB's max_open_files, compression, ...) is accepted
-    and ignored.
+    and ignored, except two that would change results: a comparator other
+    than byte-wise, or a merge operator, makes DB() raise NotSupported.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -155,6 +158,22 @@ def _check_family(family: Any) -> None:
     raise errors.NotSupported(f"kv0 has only the default column family, not {family!r}")
 
 
+def _refuse_unhonoured(opts: Options) -> None:
+    # Ignoring these would silently change what reads return.
+    comparator = vars(opts).get("comparator")
+    if comparator is not None:
+        try:
+            name = comparator.name()
+        except Exception:
+            name = None
+        if name != b"leveldb.BytewiseComparator":
+            raise errors.NotSupported(
+                f"custom comparators are not supported (kv0 orders keys byte-wise only, "
+                f"so the comparator {name or comparator!r} cannot be honoured)")
+    if vars(opts).get("merge_operator") is not None:
+        raise errors.NotSupported("merge operators are not supported (kv0 has none)")
+
+
 _open_handles: "weakref.WeakSet[DB]" = weakref.WeakSet()
 
 
@@ -187,6 +206,7 @@ class DB(_DB):
     ) -> None:
         options: dict[str, Any] = {}
         if opts is not None:
+            _refuse_unhonoured(opts)
             options.update(opts.kv0_options())
         for name, value in kwargs.items():
             if name not in KV0_OPTIONS:
