@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench/kv_bench.h"
@@ -19,6 +20,7 @@
 #include "kv0/kv.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "tools/stress.h"
 #include "tracking/params.h"
 
 namespace {
@@ -60,16 +62,21 @@ const char kUsage[] =
     "                        kv0 against RocksDB, db_bench style (N: 1000000)\n"
     "  bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
     "                        the tracking layer at scale (runs: 2000, points: 5000000)\n"
+    "  stress [--dir DIR] [--duration S] [--threads N] [--seed N] [--faults]\n"
+    "                        random operations on both layers in a child that is\n"
+    "                        killed at random; every acknowledged write is checked\n"
     "\n"
     "options:\n"
     "  --storage-option K=V  pass an object-store option to Lance (repeatable)\n"
+    "  --wal-sync MODE       how a writing command's WAL reaches the disk: none, batch\n"
+    "                        (the default) or always\n"
     "  --json                (runs, run, params, metrics, optimize, purge) print JSON\n";
 
 struct Args {
   std::vector<std::string> positional;
   kv0::lance::StorageOptions storage;
-  // --start, --end, --limit, --reverse; --steps, --json; bench: --keys,
-  // --wal-keys, --runs, --points, --json FILE, --dir
+  // --start, --end, --limit, --reverse; --steps, --json, --wal-sync; bench:
+  // --keys, --wal-keys, --runs, --points, --json FILE, --dir
   std::map<std::string, std::string> flags;
 
   bool Has(const std::string& flag) const { return flags.count(flag) != 0; }
@@ -92,7 +99,7 @@ Args Parse(int argc, char** argv) {
       args.storage[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (arg == "--start" || arg == "--end" || arg == "--limit" || arg == "--keys" ||
                arg == "--wal-keys" || arg == "--runs" || arg == "--points" || arg == "--dir" ||
-               arg == "--steps" || (arg == "--json" && bench)) {
+               arg == "--steps" || arg == "--wal-sync" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
     } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
@@ -163,6 +170,7 @@ std::unique_ptr<kv0::kv::DB> OpenDb(const Args& args, bool read_only) {
   kv0::kv::Options options;
   options.storage_options = args.storage;
   options.read_only = read_only;
+  if (args.Has("--wal-sync")) options.wal_sync = kv0::ParseWalSync(args.flags.at("--wal-sync"));
   return kv0::kv::DB::Open(args.positional[1], options);
 }
 
@@ -277,6 +285,7 @@ tracking::Repo OpenRepo(const Args& args, bool must_exist) {
   }
   tracking::RepoOptions options;
   options.storage_options = args.storage;
+  if (args.Has("--wal-sync")) options.wal_sync = kv0::ParseWalSync(args.flags.at("--wal-sync"));
   return tracking::Repo::Open(uri, options);
 }
 
@@ -613,6 +622,11 @@ int Info(const Args& args) {
 
 int main(int argc, char** argv) {
   try {
+    // stress parses its own options.
+    if (argc > 1 && std::string_view(argv[1]) == "stress") return kv0::tools::Stress(argc, argv);
+    if (argc > 1 && std::string_view(argv[1]) == "stress-child") {
+      return kv0::tools::StressChild(argc, argv);
+    }
     Args args = Parse(argc, argv);
     if (args.positional.empty()) {
       std::cerr << kUsage;

@@ -31,6 +31,16 @@ namespace kv0::kv {
 
 using kv0::WalSync;
 
+// Limits, checked before a write is logged (it fails with InvalidArgument
+// and changes nothing): a key or a value holds at most kMaxKeySize or
+// kMaxValueSize bytes, and one write (a batch, with 17 bytes per operation)
+// at most kMaxWriteSize bytes, the most one WAL record holds. A commit of
+// more than 2 GiB is split into several Arrow batches of one fragment, so
+// everything these limits admit can be committed.
+inline constexpr size_t kMaxKeySize = (size_t{1} << 30) - 1;
+inline constexpr size_t kMaxValueSize = (size_t{1} << 30) - 1;
+inline constexpr size_t kMaxWriteSize = (size_t{1} << 32) - 2;
+
 struct Options {
   // --- Opening -------------------------------------------------------------
   bool create_if_missing = true;

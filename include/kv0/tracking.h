@@ -16,6 +16,12 @@
 // runs, params, series, metrics, so a reader never sees a point of a series
 // it cannot name. A failed flush keeps the rows for the next one.
 //
+// Limits. One change (a run's record as CreateRun or an update writes it, one
+// SetParams call, a new series' name and context) is at most kMaxWriteSize
+// bytes of JSON; a larger one fails with InvalidArgument and changes
+// nothing. A flush of more than 2 GiB is committed as several Arrow batches
+// of one fragment per table, so everything accepted can be committed.
+//
 // Reading. Every query flushes the handle's buffer first, moves to the
 // latest version of the tables it reads and scans them with a filter; so a
 // handle always reads its own writes and, at query time, everything other
@@ -47,6 +53,8 @@
 #include "kv0/wal_sync.h"
 
 namespace kv0::tracking {
+
+inline constexpr size_t kMaxWriteSize = size_t{1} << 30;
 
 // ---------------------------------------------------------------------------
 // Values exchanged with the API. Each has a JSON form (to_json/from_json for
@@ -411,10 +419,5 @@ class Repo {
   explicit Repo(std::shared_ptr<RepoImpl> impl);
   std::shared_ptr<RepoImpl> impl_;
 };
-
-// Called after each table's commit of a flush, with the table's name
-// ("runs", "params", "series" or "metrics"): lets crash tests stop a process
-// between two commits. Not for production use; nullptr removes it.
-void SetFlushHookForTesting(void (*hook)(const char* table));
 
 }  // namespace kv0::tracking

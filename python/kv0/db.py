@@ -16,7 +16,7 @@ import weakref
 from typing import Any, Iterable, Iterator, Optional
 
 from kv0 import errors
-from kv0._kv0 import _DB
+from kv0._kv0 import _DB, parse_wal_sync
 
 # kv0's own options and their types; everything else an Options bag holds is
 # an engine-tuning option of another store and is ignored.
@@ -48,8 +48,8 @@ def _check_option(name: str, value: Any) -> None:
         raise errors.InvalidArgument(f"option {name} takes a number, not {value!r}")
     if not isinstance(value, expected):
         raise errors.InvalidArgument(f"option {name} has the wrong type: {value!r}")
-    if name == "wal_sync" and value not in ("none", "batch", "always"):
-        raise errors.InvalidArgument("option wal_sync is none, batch or always")
+    if name == "wal_sync":
+        parse_wal_sync(value)  # the check every kv0 handle makes
 
 
 class Options:

@@ -99,8 +99,10 @@ class Repo(_native._Repo):
     fragments under 2**20 rows after a commit is compacted. optimize_memory: bytes the
     sorted rewrite of optimize() may hold. version_retention: seconds
     Lance keeps old table versions. wal_dir: root of the local write-ahead
-    logs (default $KV0_WAL_DIR, else ~/.cache/kv0/wal). wal_sync: "none",
-    "batch" (fsync on each commit) or "always" (fsync on each write).
+    logs (default $KV0_WAL_DIR, else ~/.cache/kv0/wal). wal_sync: "none"
+    (never fsynced: survives the process dying, not a power loss), "batch"
+    (also fsynced about every 100 ms) or "always" (fsynced before every
+    write returns).
     mark_ttl: seconds WAL marks are kept. replay_stale_wal: replay a WAL
     older than mark_ttl instead of refusing to open.
 

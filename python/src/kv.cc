@@ -39,13 +39,6 @@ std::string_view Bytes(nb::handle obj, const char* what) {
 
 nb::bytes ToBytes(std::string_view s) { return nb::bytes(s.data(), s.size()); }
 
-kv::WalSync ParseWalSync(const std::string& mode) {
-  if (mode == "none") return kv::WalSync::kNone;
-  if (mode == "batch") return kv::WalSync::kBatch;
-  if (mode == "always") return kv::WalSync::kAlways;
-  throw Error(Code::kInvalidArgument, "wal_sync must be none, batch or always, not " + mode);
-}
-
 // The native handle. Python's DB wraps it and keeps the aimrocks surface.
 class PyDB {
  public:
@@ -150,7 +143,7 @@ kv::Options MakeOptions(const nb::dict& kw) {
     else if (name == "wal_dir")
       o.wal_dir = value.is_none() ? "" : nb::cast<std::string>(value);
     else if (name == "wal_sync")
-      o.wal_sync = ParseWalSync(nb::cast<std::string>(value));
+      o.wal_sync = kv0::ParseWalSync(nb::cast<std::string>(value));
     else if (name == "mark_ttl")
       o.mark_ttl = std::chrono::seconds(static_cast<int64_t>(nb::cast<double>(value)));
     else if (name == "replay_stale_wal")

@@ -11,6 +11,7 @@
 
 #include "arrow_capsule.h"
 #include "errors.h"
+#include "kv0/wal_sync.h"
 #include "lance/dataset.h"
 
 namespace nb = nanobind;
@@ -120,6 +121,13 @@ NB_MODULE(_kv0, m) {
   kv0::python::BindLance(m);
   kv0::python::BindKv(m);
   kv0::python::BindTracking(m);
+  m.def(
+      "parse_wal_sync",
+      [](const std::string& mode) {
+        return std::string(kv0::WalSyncName(kv0::ParseWalSync(mode)));
+      },
+      "mode"_a,
+      "Checks a wal_sync value as every kv0 handle does: returns it, or raises InvalidArgument.");
   m.def(
       "set_lance_log_level",
       [](int level) {

@@ -190,13 +190,6 @@ std::chrono::seconds Seconds(double seconds, const char* what) {
   return std::chrono::seconds(static_cast<int64_t>(seconds));
 }
 
-tr::WalSync ParseWalSync(const std::string& mode) {
-  if (mode == "none") return tr::WalSync::kNone;
-  if (mode == "batch") return tr::WalSync::kBatch;
-  if (mode == "always") return tr::WalSync::kAlways;
-  throw Error(Code::kInvalidArgument, "wal_sync must be none, batch or always, not " + mode);
-}
-
 // The changes of Run.update / Repo.update_run, converted while the GIL is
 // held, so that applying them (inside kv0, without the GIL) touches no
 // Python object. An outer nullopt leaves the field alone.
@@ -641,7 +634,7 @@ void BindTracking(nb::module_& m) {
             o.optimize_memory = optimize_memory;
             o.version_retention = Seconds(version_retention, "version_retention");
             if (wal_dir) o.wal_dir = *wal_dir;
-            o.wal_sync = ParseWalSync(wal_sync);
+            o.wal_sync = kv0::ParseWalSync(wal_sync);
             o.mark_ttl = Seconds(mark_ttl, "mark_ttl");
             o.replay_stale_wal = replay_stale_wal;
             std::optional<tr::Repo> repo;

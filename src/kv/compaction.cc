@@ -3,9 +3,10 @@
 // either rewrite the whole store as its live rows (when most stored rows are
 // shadowed) or let Lance merge small fragments.
 //
-// Both run holding flush_mu_, right after a flush, so nothing they write is
-// still buffered: a rewrite also holds write_mu_ (writers wait) and gives up
-// if a write slipped in between the flush and the rewrite.
+// Both run holding the pipeline's flush lock, right after a flush, so nothing
+// they write is still buffered: a rewrite also holds the pipeline's lock
+// (writers wait) and gives up if a write slipped in between the flush and the
+// rewrite.
 
 #include <algorithm>
 #include <chrono>
@@ -18,7 +19,11 @@
 namespace kv0::kv {
 namespace {
 
+// A rewrite's Arrow batches: at most this many rows, and past the first row
+// at most kRewriteBatchBytes of keys and values (no binary column may reach
+// Arrow's 2 GiB limit).
 constexpr size_t kRewriteBatchRows = 4096;
+constexpr size_t kRewriteBatchBytes = size_t{256} << 20;
 
 }  // namespace
 
@@ -48,8 +53,8 @@ void DB::Impl::MaybeCompact(const std::vector<lance::FragmentInfo>& fragments) {
 void DB::Impl::CompactRange() {
   CheckOpen();
   if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
-  std::lock_guard lock(flush_mu_);
-  FlushLocked();
+  auto flushes = pipeline_.LockFlushes();
+  pipeline_.FlushLocked();
   Materialize();
 }
 
@@ -58,9 +63,9 @@ void DB::Impl::CompactRange() {
 // Update that removes every fragment the view was read from.
 void DB::Impl::Materialize() {
   std::lock_guard refresh_lock(refresh_mu_);
-  std::lock_guard write_lock(write_mu_);
-  if (!pending_.empty()) return;  // a write slipped in after the flush
-  RefreshLocked();                // rewrite what storage holds now, not older
+  auto writes = pipeline_.Lock();
+  if (!writes.pending<KvBatch>().empty()) return;  // a write slipped in after the flush
+  RefreshLocked();                                 // rewrite what storage holds now, not older
 
   uint64_t tombstone_cutoff = WallNanosAgo(options_.tombstone_grace);
   uint64_t mark_cutoff = WallNanosAgo(options_.mark_ttl);
@@ -84,8 +89,9 @@ void DB::Impl::Materialize() {
 
   // Rows go out in this order: entries by key, then range pieces, then
   // marks; row i of the single fragment written is address (id << 32) | i.
-  // The generator runs on a Lance thread. Writers are held off by
-  // write_mu_ and refreshes by refresh_mu_, so the view only changes here.
+  // The generator runs on a Lance thread. Writers are held off by the
+  // pipeline's lock and refreshes by refresh_mu_, so the view only changes
+  // here.
   struct Row {
     uint64_t seq;
     OpKind kind;
@@ -105,8 +111,11 @@ void DB::Impl::Materialize() {
     auto it =
         started ? view_.entries().upper_bound(std::string_view(resume)) : view_.entries().begin();
     started = true;
+    size_t bytes = 0;
     for (; it != view_.entries().end() && rows.size() < kRewriteBatchRows; ++it) {
       const Entry* e = *it;
+      bytes += e->key().size() + (e->is_tombstone() ? 0 : e->value_size());
+      if (!rows.empty() && bytes > kRewriteBatchBytes) break;
       Row row{e->seq(), OpKind::kPut, std::string(e->key()), std::nullopt, std::nullopt};
       if (e->is_tombstone()) {
         row.kind = OpKind::kDelete;

@@ -126,9 +126,13 @@ Stats DB::Impl::GetStats() {
   Stats stats;
   stats.version = dataset_->version();
   {
-    std::lock_guard lock(write_mu_);
-    stats.buffered_ops = pending_.count();
-    stats.buffered_bytes = pending_.bytes();
+    // A batch being committed is not committed yet.
+    auto locked = pipeline_.Lock();
+    for (const KvBatch* batch : {&locked.pending<KvBatch>(), locked.in_flight<KvBatch>()}) {
+      if (batch == nullptr) continue;
+      stats.buffered_ops += batch->ops.count();
+      stats.buffered_bytes += batch->ops.bytes();
+    }
   }
   std::shared_lock lock(view_mu_);
   stats.entries = view_.live();

@@ -1,19 +1,20 @@
 // The machinery behind kv0::kv::DB. One Impl per open handle.
 //
 // Following a write: DB::Put -> Impl::Write (db_write.cc) takes a sequence
-// number from the clock, logs the operations to the WAL, applies them to the
-// view and adds them to the pending buffer, all under write_mu_. A flush
-// (Impl::Flush, db_write.cc) swaps the pending buffer out and seals the WAL
-// segment under write_mu_, appends the operations plus a mark row to Lance as
-// one fragment, then deletes the sealed segments; after it, compaction.cc may
-// rewrite the dataset. Reads (db_read.cc) are served from the view; values
-// that stay in Lance are read through LazyValues. Opening (db_open.cc) loads
-// the view from a snapshot and/or the dataset, then replays abandoned WALs.
+// number from the pipeline's clock, logs the operations to the WAL, applies
+// them to the view and adds them to the pending batch, under the write
+// pipeline's lock (src/pipeline/write_pipeline.h says how a write becomes
+// durable). A flush commits the batch as one Lance append with its mark rows
+// (Impl::Commit); after it, compaction.cc may rewrite the dataset. Reads
+// (db_read.cc) are served from the view; values that stay in Lance are read
+// through LazyValues. Opening (db_open.cc) loads the view from a snapshot
+// and/or the dataset, then lets the pipeline replay abandoned WALs.
 //
-// Locks, always taken in this order: flush_mu_ (one flush or compaction at a
-// time), refresh_mu_ (one refresh at a time; compaction holds it so the view
-// only changes by its own hand), write_mu_ (writers), view_mu_ (the view and
-// the fragment bookkeeping; readers share it).
+// Locks, always taken in this order: the pipeline's flush lock (one flush or
+// compaction at a time), refresh_mu_ (one refresh at a time; compaction
+// holds it so the view only changes by its own hand), the pipeline's lock
+// (writers), view_mu_ (the view and the fragment bookkeeping; readers share
+// it).
 #pragma once
 
 #include <atomic>
@@ -30,13 +31,28 @@
 #include "kv/view.h"
 #include "kv0/kv.h"
 #include "lance/dataset.h"
+#include "pipeline/write_pipeline.h"
 #include "util/background.h"
-#include "util/clock.h"
-#include "wal/wal.h"
 
 namespace kv0::kv {
 
-class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB::Impl> {
+// Operations not committed yet, and after a commit where it put them.
+struct KvBatch : pipeline::Batch {
+  OpBuffer ops;
+  lance::CommitResult commit;
+
+  bool empty() const override { return ops.empty(); }
+
+ protected:
+  void AppendWrites(Batch&& later) override { ops.Append(static_cast<KvBatch&>(later).ops); }
+};
+
+// The one table of a key-value store, for the pipeline's marks.
+inline constexpr int kOpsTable = 0;
+
+class DB::Impl : public BackgroundClient,
+                 public pipeline::Layer,
+                 public std::enable_shared_from_this<DB::Impl> {
  public:
   using SteadyTime = std::chrono::steady_clock::time_point;
 
@@ -49,6 +65,14 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   void Write(const WriteBatch& batch, const WriteOptions& options);
   void Flush();
   void OnTick(SteadyTime now) override;
+
+  // What the key-value layer plugs into the write pipeline (db_write.cc).
+  std::unique_ptr<pipeline::Batch> NewBatch() override { return std::make_unique<KvBatch>(); }
+  void Commit(pipeline::Batch& batch) override;
+  void AfterCommit(pipeline::Batch& batch) override;
+  RecordInfo Describe(std::string_view record) override;
+  std::vector<pipeline::Batch::Marks> StoredMarks() override;
+  void Replay(std::string_view record, pipeline::Batch& pending) override;
 
   // db_read.cc
   std::optional<std::string> Get(std::string_view key);
@@ -89,22 +113,20 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   void LoadView();
   bool LoadSnapshot();
   void SaveSnapshot();
-  void ReplayAbandonedWals();
   std::string SnapshotPath() const;
 
   // db_read.cc: applies fragments' rows to the view (holding refresh_mu_).
   void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments);
+  void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments, size_t batch_size);
   void ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key, std::string_view value,
                       LazyRef where);
   void RebindFragments(const std::vector<lance::FragmentInfo>& fragments);
   void RefreshLocked();
 
   // db_write.cc
-  void FlushLocked();  // holds flush_mu_
-  void ScheduleFlush();
   void ApplyToView(const OpBuffer& ops);
 
-  // compaction.cc (holding flush_mu_)
+  // compaction.cc (holding the flush lock)
   // `fragments`: the dataset's fragments, as the flush just listed them.
   void MaybeCompact(const std::vector<lance::FragmentInfo>& fragments);
   void Materialize();
@@ -122,14 +144,10 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   std::unique_ptr<lance::Dataset> dataset_;
   std::unique_ptr<LazyValues> lazy_;
 
-  std::mutex flush_mu_;
   std::mutex refresh_mu_;
-
-  std::mutex write_mu_;
-  HybridClock clock_;
-  OpBuffer pending_;               // applied to the view, not yet committed
-  std::unique_ptr<wal::Log> wal_;  // null for read-only and memory:// handles
-  std::string wal_dir_;            // this dataset's WAL directory (empty for memory://)
+  // This dataset's WAL directory (empty for memory://), where view.snap is
+  // kept.
+  std::string wal_dir_;
 
   mutable std::shared_mutex view_mu_;
   View view_;
@@ -137,14 +155,14 @@ class DB::Impl : public BackgroundClient, public std::enable_shared_from_this<DB
   std::map<std::string, uint64_t> marks_;            // WAL writer -> highest committed seq
 
   std::atomic<bool> closed_{false};
-  // Set while a background flush is queued or running (Background::SubmitOnce).
-  std::shared_ptr<std::atomic<bool>> flush_queued_ = std::make_shared<std::atomic<bool>>(false);
-  std::atomic<int64_t> last_flush_ns_{0};     // steady clock
-  std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
-  std::atomic<int64_t> last_refresh_ns_{0};   // steady clock
+  std::atomic<int64_t> last_refresh_ns_{0};  // steady clock
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> compactions_{0};
   bool opened_from_snapshot_ = false;
+
+  // Last member: destroyed first, while everything its layer callbacks touch
+  // still exists.
+  pipeline::WritePipeline pipeline_;
 };
 
 }  // namespace kv0::kv

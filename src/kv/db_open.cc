@@ -10,11 +10,30 @@
 
 namespace kv0::kv {
 
+namespace {
+
+pipeline::Options PipelineOptions(const std::string& uri, const Options& options, bool read_only,
+                                  const std::string& wal_dir) {
+  pipeline::Options out;
+  out.name = "database " + uri;
+  if (!read_only) out.wal_dir = wal_dir;
+  out.wal_sync = options.wal_sync;
+  out.flush_interval = options.flush_interval;
+  out.mark_ttl = options.mark_ttl;
+  out.replay_stale_wal = options.replay_stale_wal;
+  return out;
+}
+
+}  // namespace
+
 DB::Impl::Impl(std::string uri, const Options& options)
     : uri_(std::move(uri)),
       options_(options),
       read_only_(options.read_only || options.version != 0 || !options.tag.empty()),
-      pinned_(options.version != 0 || !options.tag.empty()) {}
+      pinned_(options.version != 0 || !options.tag.empty()),
+      wal_dir_(IsMemoryUri(uri_) ? std::string()
+                                 : wal::DatasetDir(wal::ResolveRoot(options.wal_dir), uri_)),
+      pipeline_(*this, PipelineOptions(uri_, options, read_only_, wal_dir_)) {}
 
 std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Options& options) {
   std::string uri = NormalizeLocation(location);
@@ -45,12 +64,9 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
   }
   db->lazy_ = std::make_unique<LazyValues>(*db->dataset_, options.value_cache_size);
 
-  if (!IsMemoryUri(uri)) db->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), uri);
   db->LoadView();
-  if (!db->read_only_ && !IsMemoryUri(uri)) {
-    db->wal_ = wal::Log::Open(db->wal_dir_, ToSyncMode(options.wal_sync));
-    db->ReplayAbandonedWals();
-  }
+  // The WAL, and the replay of abandoned ones (their marks are in the view).
+  db->pipeline_.Open(db);
   Background::Get().Register(db);
   return db;
 }
@@ -66,8 +82,8 @@ void DB::Impl::LoadView() {
     RefreshLocked();
   }
   std::shared_lock view_lock(view_mu_);
-  clock_.Observe(view_.max_seq());
-  for (const auto& [writer, seq] : marks_) clock_.Observe(seq);
+  pipeline_.clock().Observe(view_.max_seq());
+  for (const auto& [writer, seq] : marks_) pipeline_.clock().Observe(seq);
 }
 
 // Loads view.snap if it describes fragments that are all still here,
@@ -105,77 +121,12 @@ void DB::Impl::SaveSnapshot() {
   WriteSnapshot(SnapshotPath(), header, view_);
 }
 
-// Claims the WALs of writers that are gone, applies what they logged and
-// Lance does not hold yet (everything above their mark), logs it again in
-// this handle's WAL, removes theirs and commits.
-void DB::Impl::ReplayAbandonedWals() {
-  auto abandoned = wal::ClaimAbandoned(wal_dir_, wal_->writer_id());
-  if (abandoned.empty()) return;
-  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
-  for (auto& claimed : abandoned) {
-    uint64_t mark = 0;
-    bool has_mark = false;
-    {
-      std::shared_lock lock(view_mu_);
-      auto it = marks_.find(claimed.writer_id);
-      if (it != marks_.end()) {
-        mark = it->second;
-        has_mark = true;
-      }
-    }
-    std::vector<OpBuffer> records;
-    for (const auto& record : claimed.records) {
-      if (record.empty() || static_cast<uint8_t>(record[0]) != kWalRecordKv) {
-        throw Error(Code::kCorruption, "WAL " + claimed.dir + " holds a record of another kind");
-      }
-      OpBuffer all = OpBuffer::FromBytes(std::string_view(record).substr(1));
-      // Without a mark, only an operation older than mark_ttl is ambiguous:
-      // a committed operation's mark is at least its seq, and marks live
-      // that long.
-      if (!has_mark && all.min_seq() < stale_before && !options_.replay_stale_wal) {
-        throw Error(Code::kCorruption,
-                    "WAL " + claimed.dir +
-                        " holds operations older than mark_ttl and its writer left no mark; "
-                        "open with replay_stale_wal to replay it anyway (writes may be stored "
-                        "twice), or move the directory away");
-      }
-      OpBuffer fresh;
-      all.ForEach([&](const Op& op) {
-        if (op.seq > mark) fresh.Add(op.seq, op.kind, op.key, op.value);
-      });
-      if (!fresh.empty()) records.push_back(std::move(fresh));
-    }
-    {
-      std::lock_guard lock(write_mu_);
-      for (const auto& ops : records) {
-        wal_->Append(ops.WalRecord());
-        clock_.Observe(ops.max_seq());
-        ApplyToView(ops);
-        pending_.Append(ops);
-      }
-    }
-  }
-  // The operations are in this handle's WAL: make that durable before the
-  // claimed directories go.
-  wal_->Sync();
-  for (auto& claimed : abandoned) claimed.Remove();
-  Flush();
-}
-
 void DB::Impl::Close() {
-  if (closed_) return;
-  std::lock_guard lock(flush_mu_);
-  if (!read_only_) FlushLocked();  // throws with the writes still logged
-  closed_ = true;
-  bool clean;
-  {
-    std::lock_guard write_lock(write_mu_);
-    clean = pending_.empty();
-  }
-  if (wal_ && clean) {
-    wal_->CloseClean();
-    // Snapshots hold committed state only, and only writers save them (a
-    // read-only handle leaves the WAL directory alone).
+  if (closed_.exchange(true)) return;
+  pipeline_.Close();  // throws with the writes still logged
+  // Snapshots hold committed state only, and only writers save them (a
+  // read-only handle leaves the WAL directory alone).
+  if (pipeline_.has_wal()) {
     try {
       SaveSnapshot();
     } catch (const Error&) {

@@ -151,7 +151,7 @@ void DB::Impl::RefreshLocked() {
     std::shared_lock view_lock(view_mu_);
     max_seq = view_.max_seq();
   }
-  clock_.Observe(max_seq);
+  pipeline_.clock().Observe(max_seq);
 }
 
 // Applies one stored row (holding view_mu_). A large value becomes a
@@ -184,9 +184,23 @@ void DB::Impl::ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key,
 // decodes them. Large values become references to their rows.
 void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments) {
   if (fragments.empty()) return;
+  try {
+    ApplyFragments(fragments, 0);
+  } catch (const Error& e) {
+    // Some rows decoded together hold more than 2 GiB of values. Applying a
+    // row twice changes nothing, so read again, one row per batch (a value
+    // is at most 1 GiB).
+    if (!lance::IsOffsetOverflow(e)) throw;
+    ApplyFragments(fragments, 1);
+  }
+}
+
+void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments,
+                              size_t batch_size) {
   lance::ScanOptions scan;
   scan.columns = {"seq", "op", "key", "value"};
   scan.with_row_address = true;
+  scan.batch_size = batch_size;
   scan.fragment_ids.emplace();
   for (const auto& f : fragments) scan.fragment_ids->push_back(f.id);
   uint64_t version = dataset_->version();
@@ -252,18 +266,28 @@ void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments
   if (!unknown.empty()) {
     // Taking by address reads exactly these rows; their fragments are part
     // of the current version, so the addresses are valid here.
-    arrow::StreamReader taken = dataset_->Take(unknown, {"seq", "op", "key", "value"});
-    size_t next = 0;
-    while (auto batch = taken.Next()) {
-      arrow::UInt64Column seq(*batch, "seq");
-      arrow::UInt8Column op(*batch, "op");
-      arrow::BinaryColumn key(*batch, "key");
-      arrow::BinaryColumn value(*batch, "value");
-      std::unique_lock lock(view_mu_);
-      for (int64_t i = 0; i < batch->num_rows(); ++i, ++next) {
-        ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
-                       LazyRef{version, unknown[next]});
+    auto take = [&](std::span<const uint64_t> addresses) {
+      arrow::StreamReader taken = dataset_->Take(addresses, {"seq", "op", "key", "value"});
+      size_t next = 0;
+      while (auto batch = taken.Next()) {
+        arrow::UInt64Column seq(*batch, "seq");
+        arrow::UInt8Column op(*batch, "op");
+        arrow::BinaryColumn key(*batch, "key");
+        arrow::BinaryColumn value(*batch, "value");
+        std::unique_lock lock(view_mu_);
+        for (int64_t i = 0; i < batch->num_rows(); ++i, ++next) {
+          ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i),
+                         value.value(i), LazyRef{version, addresses[next]});
+        }
       }
+    };
+    try {
+      take(unknown);
+    } catch (const Error& e) {
+      // More than 2 GiB of values at once: row by row (applying twice is
+      // harmless).
+      if (!lance::IsOffsetOverflow(e)) throw;
+      for (uint64_t address : unknown) take(std::span<const uint64_t>(&address, 1));
     }
   }
   std::unique_lock lock(view_mu_);

@@ -1,24 +1,33 @@
-// The write path: log, apply, buffer; and the flush that commits the buffer.
+// The write path: log, apply, buffer; and what the key-value layer plugs into
+// the write pipeline: committing a batch, and replaying WAL records.
 
 #include <chrono>
 
 #include "kv/db_impl.h"
-#include "util/clock.h"
 
 namespace kv0::kv {
 namespace {
 
 // Rejects what the view or Lance could not hold, before anything is logged.
 void Validate(const WriteBatch& batch) {
+  uint64_t total = 0;
   for (const auto& op : batch.ops()) {
-    if (op.key.size() > UINT32_MAX) throw Error(Code::kInvalidArgument, "key longer than 4 GiB");
-    if (op.value.size() > Entry::kMaxValueSize) {
+    total += kOpHeaderSize + op.key.size() + op.value.size();
+    if (op.key.size() > kMaxKeySize) {
+      throw Error(Code::kInvalidArgument, "key of " + std::to_string(op.key.size()) +
+                                              " bytes is over kv0's limit of 1 GiB");
+    }
+    if (op.value.size() > kMaxValueSize) {
       throw Error(Code::kInvalidArgument, "value of " + std::to_string(op.value.size()) +
                                               " bytes is over kv0's limit of 1 GiB");
     }
     if (op.kind == WriteBatch::Kind::kDeleteRange && op.key > op.value) {
       throw Error(Code::kInvalidArgument, "delete_range: begin is after end");
     }
+  }
+  if (total > kMaxWriteSize) {
+    throw Error(Code::kInvalidArgument,
+                "a write of " + std::to_string(total) + " bytes is over kv0's limit of 4 GiB - 2");
   }
 }
 
@@ -50,113 +59,64 @@ void DB::Impl::Write(const WriteBatch& batch, const WriteOptions& options) {
   if (batch.Count() == 0) return;
 
   size_t pending_bytes;
+  uint64_t ticket;
   {
-    std::lock_guard lock(write_mu_);
+    auto write = pipeline_.BeginWrite();
     OpBuffer ops;
     for (const auto& op : batch.ops()) {
-      ops.Add(clock_.Next(), static_cast<OpKind>(op.kind), op.key, op.value);
+      ops.Add(pipeline_.clock().Next(), static_cast<OpKind>(op.kind), op.key, op.value);
     }
     // Logged before it is applied: a failed append changes nothing.
-    if (wal_ && !options.disable_wal) wal_->Append(ops.WalRecord());
+    if (!options.disable_wal) write.Log(ops.WalRecord(), kOpsTable, ops.max_seq());
     ApplyToView(ops);
-    pending_.Append(ops);
-    pending_bytes = pending_.bytes();
+    auto& pending = write.pending<KvBatch>();
+    pending.ops.Append(ops);
+    pending_bytes = pending.ops.bytes();
+    ticket = write.ticket();
   }
 
   if (options.sync) {
-    Flush();
+    pipeline_.FlushThrough(ticket);
   } else if (pending_bytes >= 2 * options_.write_buffer_size) {
-    // The background flush is not keeping up: this writer waits for one.
-    Flush();
+    pipeline_.FlushForBackpressure();
   } else if (pending_bytes >= options_.write_buffer_size) {
-    ScheduleFlush();
+    pipeline_.FlushSoon();
   }
-}
-
-void DB::Impl::ScheduleFlush() {
-  // A failed flush puts the operations back in the buffer for the next one,
-  // so the job's error needs no reporting.
-  std::weak_ptr<Impl> weak = weak_from_this();
-  Background::Get().SubmitOnce(flush_queued_, [weak] {
-    auto self = weak.lock();
-    if (self && !self->closed_) self->Flush();
-  });
 }
 
 void DB::Impl::OnTick(SteadyTime now) {
-  if (closed_) return;
-  int64_t now_ns = SteadyNanos(now);
-  if (wal_ && wal_->mode() == wal::SyncMode::kBatch && now_ns - last_wal_sync_ns_ >= 100'000'000) {
-    last_wal_sync_ns_ = now_ns;
-    wal_->Sync();
-  }
-  auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.flush_interval);
-  if (now_ns - last_flush_ns_ >= interval.count()) {
-    bool has_pending;
-    {
-      std::lock_guard lock(write_mu_);
-      has_pending = !pending_.empty();
-    }
-    if (has_pending) ScheduleFlush();
-  }
+  if (!closed_) pipeline_.OnTick(now);
 }
 
 void DB::Impl::Flush() {
   CheckOpen();
-  std::lock_guard lock(flush_mu_);
-  FlushLocked();
+  pipeline_.Flush();
 }
 
-void DB::Impl::FlushLocked() {
-  last_flush_ns_ = SteadyNanos();
-  OpBuffer ops;
-  uint64_t sealed = 0;
-  {
-    std::lock_guard lock(write_mu_);
-    if (pending_.empty()) return;
-    std::swap(ops, pending_);
-    // Sealing under the lock that took the operations makes the sealed
-    // segments hold exactly what this commit covers.
-    if (wal_) sealed = wal_->Seal();
-  }
+void DB::Impl::Commit(pipeline::Batch& batch) {
+  auto& kv = static_cast<KvBatch&>(batch);
+  kv.commit = dataset_->Append(OpsToStream(kv.ops, kv.marks(kOpsTable)));
+}
 
-  std::string writer_id = wal_ ? wal_->writer_id() : std::string();
-  lance::CommitResult commit;
-  try {
-    commit = dataset_->Append(OpsToStream(ops, writer_id, ops.max_seq()));
-  } catch (...) {
-    // Back to the front of the buffer, so the next flush retries them in
-    // order. The sealed segments still hold them.
-    std::lock_guard lock(write_mu_);
-    ops.Append(pending_);
-    std::swap(ops, pending_);
-    throw;
-  }
-  if (wal_) {
-    try {
-      wal_->DeleteSealed(sealed);
-    } catch (const Error&) {
-      // Harmless: the mark row committed with the data makes a replay skip
-      // these operations, and the next flush deletes the segments.
-    }
-  }
+void DB::Impl::AfterCommit(pipeline::Batch& batch) {
+  auto& kv = static_cast<KvBatch&>(batch);
+  const lance::CommitResult& commit = kv.commit;
   flushes_++;
-
-  // Bookkeeping: the new fragment is in the view, the mark moved, and large
+  // Bookkeeping: the new fragment is in the view, the marks moved, and large
   // values can now be read back from Lance instead of memory.
   auto fragments = dataset_->Fragments();
   std::unique_lock view_lock(view_mu_);
   for (const auto& f : fragments) {
     if (!commit.fragment_ids.empty() && f.id == commit.fragment_ids[0]) applied_[f.id] = f;
   }
-  if (!writer_id.empty()) {
-    uint64_t& mark = marks_[writer_id];
-    mark = std::max(mark, ops.max_seq());
+  for (const auto& [writer, seq] : kv.marks(kOpsTable)) {
+    uint64_t& mark = marks_[writer];
+    mark = std::max(mark, seq);
   }
   if (!commit.fragment_ids.empty()) {
     uint64_t base = commit.fragment_ids[0] << 32;
     uint64_t row = 0;
-    ops.ForEach([&](const Op& op) {
+    kv.ops.ForEach([&](const Op& op) {
       if (op.kind == OpKind::kPut && op.value.size() > options_.lazy_value_threshold) {
         view_.SetLazy(op.key, op.seq, LazyRef{commit.version, base | row});
       }
@@ -165,6 +125,25 @@ void DB::Impl::FlushLocked() {
   }
   view_lock.unlock();
   MaybeCompact(fragments);
+}
+
+pipeline::Layer::RecordInfo DB::Impl::Describe(std::string_view record) {
+  if (record.empty() || static_cast<uint8_t>(record[0]) != kWalRecordKv) {
+    throw Error(Code::kCorruption, "a WAL record of " + uri_ + " is not a key-value record");
+  }
+  OpBuffer ops = OpBuffer::FromBytes(record.substr(1));
+  return {kOpsTable, ops.min_seq(), ops.max_seq()};
+}
+
+std::vector<pipeline::Batch::Marks> DB::Impl::StoredMarks() {
+  std::shared_lock lock(view_mu_);
+  return {marks_};
+}
+
+void DB::Impl::Replay(std::string_view record, pipeline::Batch& pending) {
+  OpBuffer ops = OpBuffer::FromBytes(record.substr(1));
+  ApplyToView(ops);
+  static_cast<KvBatch&>(pending).ops.Append(ops);
 }
 
 }  // namespace kv0::kv

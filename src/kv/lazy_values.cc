@@ -6,6 +6,20 @@ namespace kv0::kv {
 
 std::vector<std::string> LazyValues::TakeFrom(const lance::Dataset& dataset,
                                               std::span<const LazyRef> refs) {
+  try {
+    return TakeAll(dataset, refs);
+  } catch (const Error& e) {
+    if (!lance::IsOffsetOverflow(e) || refs.size() == 1) throw;
+  }
+  // Together they hold more than one Arrow batch can: one at a time (a
+  // value is at most 1 GiB).
+  std::vector<std::string> values;
+  for (const LazyRef& ref : refs) values.push_back(std::move(TakeAll(dataset, {&ref, 1})[0]));
+  return values;
+}
+
+std::vector<std::string> LazyValues::TakeAll(const lance::Dataset& dataset,
+                                             std::span<const LazyRef> refs) {
   std::vector<uint64_t> addresses;
   addresses.reserve(refs.size());
   for (const auto& r : refs) addresses.push_back(r.address);

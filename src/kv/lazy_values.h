@@ -40,7 +40,10 @@ class LazyValues {
   // Takes refs from Lance: from the current dataset, else (when a
   // fragment is gone from it) from the versions the refs came from.
   std::vector<std::string> Take(std::span<const LazyRef> refs);
+  // One take of refs from dataset, or one take per ref if together they
+  // are more than one Arrow batch holds.
   std::vector<std::string> TakeFrom(const lance::Dataset& dataset, std::span<const LazyRef> refs);
+  std::vector<std::string> TakeAll(const lance::Dataset& dataset, std::span<const LazyRef> refs);
   const lance::Dataset& AtVersion(uint64_t version);
 
   const lance::Dataset& current_;

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "kv0/error.h"
 
 namespace kv0::kv {
 namespace {
-
-constexpr size_t kOpHeader = 8 + 1 + 4 + 4;
 
 template <typename T>
 T Load(const char* p) {
@@ -33,15 +33,15 @@ void OpBuffer::Add(uint64_t seq, OpKind kind, std::string_view key, std::string_
   if (key.size() > UINT32_MAX || value.size() > UINT32_MAX) {
     throw Error(Code::kInvalidArgument, "key or value longer than 4 GiB");
   }
-  char header[kOpHeader];
+  char header[kOpHeaderSize];
   uint32_t key_size = static_cast<uint32_t>(key.size());
   uint32_t value_size = static_cast<uint32_t>(value.size());
   std::memcpy(header, &seq, 8);
   header[8] = static_cast<char>(kind);
   std::memcpy(header + 9, &key_size, 4);
   std::memcpy(header + 13, &value_size, 4);
-  data_.reserve(data_.size() + kOpHeader + key.size() + value.size());
-  data_.append(header, kOpHeader);
+  data_.reserve(data_.size() + kOpHeaderSize + key.size() + value.size());
+  data_.append(header, kOpHeaderSize);
   data_.append(key);
   data_.append(value);
   ++count_;
@@ -78,9 +78,9 @@ bool OpBuffer::Next(size_t* pos, Op* op) const {
   op->kind = static_cast<OpKind>(p[8]);
   uint32_t key_size = Load<uint32_t>(p + 9);
   uint32_t value_size = Load<uint32_t>(p + 13);
-  op->key = {p + kOpHeader, key_size};
-  op->value = {p + kOpHeader + key_size, value_size};
-  *pos += kOpHeader + key_size + value_size;
+  op->key = {p + kOpHeaderSize, key_size};
+  op->value = {p + kOpHeaderSize + key_size, value_size};
+  *pos += kOpHeaderSize + key_size + value_size;
   return true;
 }
 
@@ -88,10 +88,10 @@ OpBuffer OpBuffer::FromBytes(std::string_view bytes) {
   OpBuffer out;
   size_t pos = 0;
   while (pos < bytes.size()) {
-    if (bytes.size() - pos < kOpHeader) throw Error(Code::kCorruption, "truncated operation");
+    if (bytes.size() - pos < kOpHeaderSize) throw Error(Code::kCorruption, "truncated operation");
     const char* p = bytes.data() + pos;
     uint8_t kind = static_cast<uint8_t>(p[8]);
-    uint64_t size = kOpHeader + uint64_t{Load<uint32_t>(p + 9)} + Load<uint32_t>(p + 13);
+    uint64_t size = kOpHeaderSize + uint64_t{Load<uint32_t>(p + 9)} + Load<uint32_t>(p + 13);
     if (kind > static_cast<uint8_t>(OpKind::kDeleteRange) || bytes.size() - pos < size) {
       throw Error(Code::kCorruption, "malformed operation in a WAL record");
     }
@@ -105,28 +105,59 @@ OpBuffer OpBuffer::FromBytes(std::string_view bytes) {
   return out;
 }
 
-arrow::OwnedStream OpsToStream(const OpBuffer& ops, std::string_view writer_id, uint64_t mark_seq) {
-  arrow::BatchBuilder builder(OpLogSchema());
-  ops.ForEach([&](const Op& op) {
-    builder.uint64(0).Append(op.seq);
-    builder.uint8(1).Append(static_cast<uint8_t>(op.kind));
-    builder.binary(2).Append(op.key);
-    if (op.kind == OpKind::kDelete) {
-      builder.binary(3).AppendNull();
-    } else {
-      builder.binary(3).Append(op.value);
+arrow::OwnedStream OpsToStream(const OpBuffer& ops, const std::map<std::string, uint64_t>& marks) {
+  // Batches are bounded so that no binary column reaches Arrow's 2 GiB limit
+  // (a key and a value hold at most 1 GiB each) and a commit never holds a
+  // second copy of a large buffer in memory.
+  constexpr size_t kBatchRows = size_t{1} << 20;
+  constexpr size_t kBatchBytes = size_t{256} << 20;
+  struct State {
+    const OpBuffer* ops;
+    std::vector<std::pair<std::string, uint64_t>> marks;
+    size_t pos = 0;
+    bool marks_done = false;
+  };
+  auto state = std::make_shared<State>();
+  state->ops = &ops;
+  state->marks.assign(marks.begin(), marks.end());
+  auto next = [state](ArrowArray* out) -> bool {
+    if (state->marks_done) return false;
+    arrow::BatchBuilder builder(OpLogSchema());
+    size_t rows = 0, bytes = 0;
+    Op op;
+    size_t pos = state->pos;
+    while (rows < kBatchRows && state->ops->Next(&pos, &op)) {
+      size_t size = op.key.size() + op.value.size();
+      if (rows > 0 && bytes + size > kBatchBytes) break;
+      builder.uint64(0).Append(op.seq);
+      builder.uint8(1).Append(static_cast<uint8_t>(op.kind));
+      builder.binary(2).Append(op.key);
+      if (op.kind == OpKind::kDelete) {
+        builder.binary(3).AppendNull();
+      } else {
+        builder.binary(3).Append(op.value);
+      }
+      state->pos = pos;
+      ++rows;
+      bytes += size;
     }
-  });
-  if (!writer_id.empty()) {
-    builder.uint64(0).Append(mark_seq);
-    builder.uint8(1).Append(static_cast<uint8_t>(OpKind::kMark));
-    builder.binary(2).Append(writer_id);
-    builder.binary(3).AppendNull();
-  }
-  std::vector<arrow::OwnedArray> batches(1);
-  builder.Finish(batches[0].get());
+    if (state->pos >= state->ops->bytes()) {
+      // The marks come last, after every operation.
+      for (const auto& [writer, seq] : state->marks) {
+        builder.uint64(0).Append(seq);
+        builder.uint8(1).Append(static_cast<uint8_t>(OpKind::kMark));
+        builder.binary(2).Append(writer);
+        builder.binary(3).AppendNull();
+        ++rows;
+      }
+      state->marks_done = true;
+    }
+    if (rows == 0) return false;
+    builder.Finish(out);
+    return true;
+  };
   arrow::OwnedStream stream;
-  arrow::MakeStream(OpLogSchema(), std::move(batches), &stream);
+  arrow::MakeStream(OpLogSchema(), std::move(next), &stream);
   return stream;
 }
 

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,9 @@ struct Op {
 
 // The Lance schema of a key-value dataset.
 const arrow::Schema& OpLogSchema();
+
+// Bytes of an operation's header in an OpBuffer.
+inline constexpr size_t kOpHeaderSize = 8 + 1 + 4 + 4;
 
 // WAL record kind of a key-value write (the tracking layer uses 20 to 23).
 inline constexpr uint8_t kWalRecordKv = 1;
@@ -70,19 +74,20 @@ class OpBuffer {
     Op op;
     while (Next(&pos, &op)) fn(op);
   }
-
- private:
+  // The op at *pos (a byte offset, 0 for the first), moving *pos past it;
+  // false at the end.
   bool Next(size_t* pos, Op* op) const;
 
+ private:
   std::string data_;
   size_t count_ = 0;
   uint64_t max_seq_ = 0;
   uint64_t min_seq_ = UINT64_MAX;
 };
 
-// Exports ops (and a mark row for writer_id at mark_seq, unless writer_id is
-// empty) as one Arrow stream for an append, in the buffer's order; the mark
-// comes last.
-arrow::OwnedStream OpsToStream(const OpBuffer& ops, std::string_view writer_id, uint64_t mark_seq);
+// Exports ops, then a mark row per WAL writer (its id and highest seq), as an
+// Arrow stream for an append: row i of the fragment is the i-th operation.
+// The stream reads ops as Lance consumes it, so ops must outlive it.
+arrow::OwnedStream OpsToStream(const OpBuffer& ops, const std::map<std::string, uint64_t>& marks);
 
 }  // namespace kv0::kv

@@ -60,8 +60,8 @@ bool DB::Impl::TagHoldsDeletedKeys(const std::string& tag) {
 DB::PurgeStats DB::Impl::Purge(bool force) {
   CheckOpen();
   if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
-  std::lock_guard lock(flush_mu_);
-  FlushLocked();
+  auto flushes = pipeline_.LockFlushes();
+  pipeline_.FlushLocked();
   {
     // Other handles' committed deletions count too.
     std::lock_guard refresh_lock(refresh_mu_);
@@ -97,7 +97,7 @@ DB::PurgeStats DB::Impl::Purge(bool force) {
       throw Error(Code::kBusy,
                   "cannot purge " + uri_ + ": writes keep arriving during the rewrite");
     }
-    FlushLocked();
+    pipeline_.FlushLocked();
   }
 
   PurgeStats stats;

@@ -1,6 +1,8 @@
 #include "lance/dataset.h"
 
 #include <algorithm>
+#include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "kv0/arrow_c.h"
@@ -252,14 +254,53 @@ arrow::OwnedStream Dataset::TakeStream(std::span<const uint64_t> addresses,
   return stream;
 }
 
+namespace {
+
+std::mutex commit_hook_mu;
+std::shared_ptr<CommitHook> commit_hook;
+
+// Runs the commit hook, if any, around one commit.
+template <typename Commit>
+auto Committing(const std::string& uri, std::string_view operation, Commit&& commit) {
+  std::shared_ptr<CommitHook> hook;
+  {
+    std::lock_guard lock(commit_hook_mu);
+    hook = commit_hook;
+  }
+  if (hook) (*hook)(uri, operation, false);
+  if constexpr (std::is_void_v<decltype(commit())>) {
+    commit();
+    if (hook) (*hook)(uri, operation, true);
+  } else {
+    auto result = commit();
+    if (hook) (*hook)(uri, operation, true);
+    return result;
+  }
+}
+
+}  // namespace
+
+bool IsOffsetOverflow(const Error& e) {
+  std::string_view message = e.what();
+  return message.find("Offset overflow") != std::string_view::npos ||
+         message.find("offset overflow") != std::string_view::npos;
+}
+
+void SetCommitHookForTesting(CommitHook hook) {
+  std::lock_guard lock(commit_hook_mu);
+  commit_hook = hook ? std::make_shared<CommitHook>(std::move(hook)) : nullptr;
+}
+
 CommitResult Dataset::Append(arrow::OwnedStream rows) {
-  CommitResult result;
-  uint64_t* ids = nullptr;
-  size_t len = 0;
-  Check(lance_dataset_append(raw_.get(), rows.get(), &result.version, &ids, &len),
-        "append to " + uri_);
-  result.fragment_ids = TakeIds(ids, len);
-  return result;
+  return Committing(uri_, "append", [&] {
+    CommitResult result;
+    uint64_t* ids = nullptr;
+    size_t len = 0;
+    Check(lance_dataset_append(raw_.get(), rows.get(), &result.version, &ids, &len),
+          "append to " + uri_);
+    result.fragment_ids = TakeIds(ids, len);
+    return result;
+  });
 }
 
 UncommittedFragments Dataset::WriteFragments(arrow::OwnedStream rows) {
@@ -269,14 +310,16 @@ UncommittedFragments Dataset::WriteFragments(arrow::OwnedStream rows) {
 }
 
 CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added) {
-  CommitResult result;
-  uint64_t* ids = nullptr;
-  size_t len = 0;
-  Check(lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(), added.release(),
-                                    &result.version, &ids, &len),
-        "commit update of " + uri_);
-  result.fragment_ids = TakeIds(ids, len);
-  return result;
+  return Committing(uri_, "update", [&] {
+    CommitResult result;
+    uint64_t* ids = nullptr;
+    size_t len = 0;
+    Check(lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(), added.release(),
+                                      &result.version, &ids, &len),
+          "commit update of " + uri_);
+    result.fragment_ids = TakeIds(ids, len);
+    return result;
+  });
 }
 
 size_t MergeableFragments(const std::vector<FragmentInfo>& fragments) {
@@ -293,8 +336,10 @@ CompactResult Dataset::Compact(const CompactOptions& options) {
   uint64_t* removed = nullptr;
   uint64_t* added = nullptr;
   size_t removed_len = 0, added_len = 0;
-  Check(lance_dataset_compact(raw_.get(), &c_options, &removed, &removed_len, &added, &added_len),
-        "compact " + uri_);
+  Committing(uri_, "compact", [&] {
+    Check(lance_dataset_compact(raw_.get(), &c_options, &removed, &removed_len, &added, &added_len),
+          "compact " + uri_);
+  });
   CompactResult result;
   result.removed = TakeIds(removed, removed_len);
   result.added = TakeIds(added, added_len);
@@ -302,13 +347,17 @@ CompactResult Dataset::Compact(const CompactOptions& options) {
 }
 
 void Dataset::Delete(const std::string& predicate) {
-  Check(lance_dataset_delete(raw_.get(), predicate.c_str()), "delete from " + uri_);
+  Committing(uri_, "delete", [&] {
+    Check(lance_dataset_delete(raw_.get(), predicate.c_str()), "delete from " + uri_);
+  });
 }
 
 void Dataset::AddNullColumns(const arrow::Schema& columns) {
   arrow::OwnedSchema schema;
   arrow::ExportSchema(columns, schema.get());
-  Check(lance_dataset_add_null_columns(raw_.get(), schema.get()), "add columns to " + uri_);
+  Committing(uri_, "add_columns", [&] {
+    Check(lance_dataset_add_null_columns(raw_.get(), schema.get()), "add columns to " + uri_);
+  });
 }
 
 void Dataset::CreateScalarIndex(const std::string& column, const std::string& name,

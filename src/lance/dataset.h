@@ -10,13 +10,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "kv0/error.h"
 #include "lance/arrow.h"
 
 struct LanceDataset;
@@ -211,7 +214,24 @@ using LogCallback = void (*)(int level, const char* target, const char* message,
 // Installs callback (nullptr removes it) for records up to max_level.
 void SetLogCallback(LogCallback callback, void* user, int max_level);
 
+// Arrow arrays address their bytes with 32-bit offsets, so a read that
+// decodes more than 2 GiB of one binary column into one batch fails; this
+// tells such a failure from others, for callers that can read fewer rows at
+// a time.
+bool IsOffsetOverflow(const Error& e);
+
 // The lance-c crate's version string.
 std::string LanceVersion();
+
+// For tests and `kv0 stress`: a function called around every commit a
+// Dataset makes (Append, CommitUpdate, Compact, Delete, AddNullColumns), once
+// before it with committed false and once after it with committed true.
+// Throwing kv0::Error before the commit fails it with nothing committed;
+// throwing after it reports a failure for a commit that happened (what a
+// timeout after the commit went through looks like). Exiting the process in
+// it is a crash at that point. nullptr removes it.
+using CommitHook =
+    std::function<void(const std::string& uri, std::string_view operation, bool committed)>;
+void SetCommitHookForTesting(CommitHook hook);
 
 }  // namespace kv0::lance

@@ -58,7 +58,7 @@ std::vector<uint64_t> RepoImpl::WithoutDeletedRuns(std::vector<uint64_t> ids) {
   std::unordered_map<uint64_t, std::string> run_of;
   std::vector<uint64_t> unknown;
   {
-    std::lock_guard lock(write_mu_);
+    auto locked = pipeline_.Lock();
     for (uint64_t id : ids) {
       auto known = series_.find(id);
       if (known != series_.end() && !known->second.run_id.empty()) {
@@ -125,7 +125,7 @@ void RepoImpl::LoadTombstones(bool force) {
       for (int64_t i = 0; i < batch->num_rows(); ++i) found.emplace_back(run_id.value(i));
     }
   }
-  std::lock_guard write_lock(write_mu_);
+  auto locked = pipeline_.Lock();
   std::lock_guard lock(deleted_mu_);
   tombstone_fragments_.insert(fresh.begin(), fresh.end());
   tombstone_version_ = std::max(tombstone_version_, latest);
@@ -185,7 +185,7 @@ void RepoImpl::DeleteRuns(std::span<const std::string> run_ids) {
   // This handle forgets the runs first, so no buffered row of theirs is
   // committed after the tombstones.
   {
-    std::lock_guard write_lock(write_mu_);
+    auto locked = pipeline_.Lock();
     std::lock_guard lock(deleted_mu_);
     for (const auto& id : ids) {
       deleted_.insert(id);
@@ -195,11 +195,11 @@ void RepoImpl::DeleteRuns(std::span<const std::string> run_ids) {
     }
   }
   Flush();
-  std::lock_guard flush_lock(flush_mu_);
+  auto flushes = pipeline_.LockFlushes();
   std::vector<RunRow> tombstones;
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
-  for (const auto& id : ids) tombstones.push_back(Tombstone(id, clock_.Next(), now_us));
-  auto commit = tables_[kRuns]->Append(RunsStream(tombstones, std::nullopt));
+  for (const auto& id : ids) tombstones.push_back(Tombstone(id, pipeline_.clock().Next(), now_us));
+  auto commit = tables_[kRuns]->Append(RunsStream(tombstones, {}));
   {
     std::lock_guard lock(deleted_mu_);
     tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());

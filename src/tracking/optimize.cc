@@ -57,7 +57,7 @@ RunRow MarkRow(const Mark& mark) {
 OptimizeStats RepoImpl::Optimize() {
   CheckOpen();
   Flush();
-  std::lock_guard lock(flush_mu_);
+  auto flushes = pipeline_.LockFlushes();
   OptimizeStats stats;
   LoadTombstones(true);
   FoldRuns(&stats);
@@ -122,7 +122,7 @@ void RepoImpl::FoldRuns(OptimizeStats* stats) {
     stats->run_rows_after = stats->run_rows_before;
     return;  // nothing to fold
   }
-  auto written = runs.WriteFragments(RunsStream(folded, std::nullopt));
+  auto written = runs.WriteFragments(RunsStream(folded, {}));
   runs.CommitUpdate(fragments, std::move(written));
   stats->run_rows_after = runs.CountRows();
 }

@@ -49,7 +49,7 @@ bool AnyRow(const lance::Dataset& at, const std::vector<std::string>& filters,
 PurgeStats RepoImpl::Purge(bool force) {
   CheckOpen();
   Flush();
-  std::lock_guard lock(flush_mu_);
+  auto flushes = pipeline_.LockFlushes();
   LoadTombstones(true);
   std::vector<std::string> deleted;
   {

@@ -2,18 +2,20 @@
 // handle; Run handles share it.
 //
 // Following a write: Run::Track -> RepoImpl::Track (repo_write.cc) takes a
-// seq, stages the point for the WAL and adds it to the buffer, under
-// write_mu_. A flush (RepoImpl::FlushLocked, repo_write.cc) swaps the buffer
-// out and seals the WAL under write_mu_, then appends runs, params, series
-// and metrics in that order, each with its mark row, then deletes the sealed
-// WAL segments; after it, tables over max_fragments are compacted. Reads
-// (repo_read.cc) flush, move each table they read to its latest version and
-// scan it with a filter. Opening (repo_open.cc) creates or upgrades the
-// tables and replays abandoned WALs. optimize.cc holds Optimize.
+// seq from the pipeline's clock, logs the point to the WAL and adds it to the
+// pending batch, under the write pipeline's lock (src/pipeline/
+// write_pipeline.h says how a write becomes durable). A flush commits the
+// batch table by table (RepoImpl::Commit: runs, params, series and metrics
+// in that order, each with its mark rows); after it, tables over
+// max_fragments are compacted. Reads (repo_read.cc) move each table they
+// read to its latest version and scan it with a filter. Opening
+// (repo_open.cc) creates or upgrades the tables and lets the pipeline replay
+// abandoned WALs. optimize.cc holds Optimize.
 //
-// Locks, always taken in this order: flush_mu_ (one flush, compaction or
-// optimize at a time), write_mu_ (the buffer, the WAL staging and the
-// handle's caches of runs and series).
+// Locks, always taken in this order: the pipeline's flush lock (one flush,
+// compaction or optimize at a time), the pipeline's lock (the batches, the
+// WAL record staging and the handle's caches of runs and series),
+// deleted_mu_.
 #pragma once
 
 #include <atomic>
@@ -29,13 +31,12 @@
 
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "pipeline/write_pipeline.h"
 #include "tracking/records.h"
 #include "tracking/run_record.h"
 #include "tracking/tables.h"
 #include "tracking/wal_records.h"
 #include "util/background.h"
-#include "util/clock.h"
-#include "wal/wal.h"
 
 namespace kv0::tracking {
 
@@ -55,19 +56,26 @@ struct SeriesState {
   uint64_t delta_generation = 0;
 };
 
-// Everything written and not yet committed.
-struct WriteBuffer {
+// Everything written and not yet committed: the pending batch, or the one a
+// flush is committing.
+struct WriteBuffer : pipeline::Batch {
   std::vector<RunRow> runs;
   std::vector<ParamChange> params;
   std::vector<SeriesInfo> series;
   PointBuffer points;
-  // Changes whenever points.deltas may have moved (see SeriesState::delta).
-  uint64_t generation = 1;
-  // Per table, the highest seq of its WAL records in this buffer: the seq of
-  // the mark the table's commit writes.
-  uint64_t wal_seq[kTableCount] = {0, 0, 0, 0};
+  // Changes whenever points.deltas may have moved (see SeriesState::delta);
+  // unique across buffers.
+  uint64_t generation = NextGeneration();
+  // The tables a flush committed, for the compaction after it.
+  bool committed[kTableCount] = {false, false, false, false};
 
-  bool empty() const { return runs.empty() && params.empty() && series.empty() && points.empty(); }
+  bool empty() const override {
+    return runs.empty() && params.empty() && series.empty() && points.empty();
+  }
+  static uint64_t NextGeneration();
+
+ protected:
+  void AppendWrites(Batch&& later) override;
 };
 
 }  // namespace kv0::tracking
@@ -90,7 +98,9 @@ struct kv0::tracking::Run::State {
 
 namespace kv0::tracking {
 
-struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<RepoImpl> {
+struct RepoImpl : public BackgroundClient,
+                  public pipeline::Layer,
+                  public std::enable_shared_from_this<RepoImpl> {
   using SteadyTime = std::chrono::steady_clock::time_point;
 
   RepoImpl(std::string uri, const RepoOptions& options);
@@ -100,7 +110,6 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   static std::shared_ptr<RepoImpl> Open(const std::string& uri, const RepoOptions& options);
   void OpenTables();
   void DeltasForOldPoints();
-  void ReplayAbandonedWals();
   // Each WAL writer's newest mark in the table (or in some of its fragments).
   std::map<std::string, Mark> ReadMarks(
       int table, const std::optional<std::vector<uint64_t>>& fragments = std::nullopt);
@@ -121,12 +130,19 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // points until optimize stores exact statistics.
   void MarkDirty(std::span<const uint64_t> ids);
   void Flush();
-  void FlushLocked();
-  void ScheduleFlush();
   void OnTick(SteadyTime now) override;
-  void AddRunRowLocked(RunRow row);
-  void LogLocked(const std::string& record);
+  void AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row);
   void MaybeCompact(int table);
+
+  // What the tracking layer plugs into the write pipeline (repo_write.cc and,
+  // for replay, repo_open.cc).
+  std::unique_ptr<pipeline::Batch> NewBatch() override;
+  void Commit(pipeline::Batch& batch) override;
+  void AfterCommit(pipeline::Batch& batch) override;
+  RecordInfo Describe(std::string_view record) override;
+  std::vector<pipeline::Batch::Marks> StoredMarks() override;
+  void PrepareReplay(std::span<const std::string_view> records) override;
+  void Replay(std::string_view record, pipeline::Batch& pending) override;
 
   // repo_read.cc
   std::vector<RunRow> ReadRunRows(const std::string& filter);
@@ -160,7 +176,7 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   // For records reads: hides rows of deleted runs (tombstones read first).
   RecordsStore::Hidden HiddenRuns();
   // Removes from buf every row of a deleted run, and every point whose series
-  // no live run names (holding write_mu_).
+  // no live run names (holding the pipeline's lock).
   void DropDeletedLocked(WriteBuffer* buf);
   // Deletes the rows of run_ids from every table but their tombstones, in
   // the order points, statistics, series, params, runs, records. Tables with
@@ -183,7 +199,8 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   }
   // True when the next Track may flush on the caller's thread.
   bool BufferFull();
-  // Throws NotFound for a run deleted since the handle was made (write_mu_).
+  // Throws NotFound for a run deleted since the handle was made (holding the
+  // pipeline's lock).
   void CheckLive(const Run::State& run) const;
 
   const std::string uri_;
@@ -193,35 +210,32 @@ struct RepoImpl : public BackgroundClient, public std::enable_shared_from_this<R
   std::shared_ptr<lance::Dataset> tables_[kTableCount];
   std::unique_ptr<RecordsStore> records_;
 
-  std::mutex flush_mu_;
-  uint64_t last_mark_[kTableCount] = {0, 0, 0, 0};  // seq of this writer's newest mark rows
-
-  std::mutex write_mu_;
-  HybridClock clock_;
-  WriteBuffer buffer_;
-  size_t flushing_points_ = 0;  // points a flush has taken and not committed yet
+  // This writer's newest mark row per table (its seq), for pruning older
+  // ones; touched under the flush lock.
+  uint64_t last_mark_[kTableCount] = {0, 0, 0, 0};
   // The point columns of the last committed flush, emptied but with their
-  // capacity, handed to the next buffer: refilling them costs no reallocation
-  // and no fresh pages. Touched only under flush_mu_.
+  // capacity, handed to the next batch: refilling them costs no reallocation
+  // and no fresh pages. Touched under the flush lock.
   PointBuffer spare_points_;
-  PointsRecord point_record_;      // reused by Track, to log without allocating
-  std::unique_ptr<wal::Log> wal_;  // null for memory://
-  std::string wal_dir_;
+
+  // Guarded by the pipeline's lock.
+  PointsRecord point_record_;                         // reused by Track, to log without allocating
+  std::string wal_dir_;                               // empty for memory://
   std::unordered_map<uint64_t, SeriesState> series_;  // series this handle knows
   std::map<std::string, std::weak_ptr<Run::State>> run_states_;
 
   // Deleted runs, as the tombstones read so far say.
-  std::mutex deleted_mu_;  // after write_mu_ when both are held
+  std::mutex deleted_mu_;  // after the pipeline's lock when both are held
   std::unordered_set<std::string> deleted_;
   std::unordered_set<uint64_t> tombstone_fragments_;  // runs fragments read for tombstones
   uint64_t tombstone_version_ = 0;                    // runs version they were read at
   int64_t tombstone_check_ns_ = 0;                    // steady clock
 
   std::atomic<bool> closed_{false};
-  // Set while a background flush is queued or running (Background::SubmitOnce).
-  std::shared_ptr<std::atomic<bool>> flush_queued_ = std::make_shared<std::atomic<bool>>(false);
-  std::atomic<int64_t> last_flush_ns_{0};     // steady clock
-  std::atomic<int64_t> last_wal_sync_ns_{0};  // steady clock
+
+  // Last member: destroyed first, while everything its layer callbacks touch
+  // still exists.
+  pipeline::WritePipeline pipeline_;
 };
 
 }  // namespace kv0::tracking

@@ -51,8 +51,33 @@ const char* TableName(int table) {
   return kNames[table];
 }
 
+namespace {
+
+pipeline::Options PipelineOptions(const std::string& uri, const std::string& wal_dir,
+                                  const RepoOptions& options) {
+  pipeline::Options out;
+  out.name = "repository " + uri;
+  out.wal_dir = wal_dir;
+  out.wal_sync = options.wal_sync;
+  // Mapped, so logging a point is a memory copy that survives the process.
+  out.mapped_wal = true;
+  out.flush_interval = options.flush_interval;
+  out.mark_ttl = options.mark_ttl;
+  out.replay_stale_wal = options.replay_stale_wal;
+  return out;
+}
+
+}  // namespace
+
+static_assert(kTableCount <= pipeline::kMaxTables);
+
 RepoImpl::RepoImpl(std::string uri, const RepoOptions& options)
-    : uri_(std::move(uri)), options_(options) {}
+    : uri_(std::move(uri)),
+      options_(options),
+      wal_dir_(IsMemoryUri(uri_)
+                   ? std::string()
+                   : wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + uri_)),
+      pipeline_(*this, PipelineOptions(uri_, wal_dir_, options)) {}
 
 std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const RepoOptions& options) {
   if (options.flush_rows == 0) throw Error(Code::kInvalidArgument, "flush_rows must be positive");
@@ -61,19 +86,13 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   }
   std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
   repo->OpenTables();
-  repo->records_ = std::make_unique<RecordsStore>(repo->uri_, options.storage_options,
-                                                  &repo->clock_, options.version_retention);
+  repo->records_ = std::make_unique<RecordsStore>(
+      repo->uri_, options.storage_options, &repo->pipeline_.clock(), options.version_retention);
   // One listing: repositories of earlier versions kept every records table
   // in one dataset; it is copied into per-table datasets once, and kept.
   if (!IsMemoryUri(repo->uri_) && repo->records_->HasLegacy()) repo->records_->MigrateLegacy();
   repo->LoadTombstones(true);
-  if (!IsMemoryUri(repo->uri_)) {
-    repo->wal_dir_ = wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + repo->uri_);
-    // Mapped, so logging a point is a memory copy that survives the process.
-    repo->wal_ = wal::Log::Open(repo->wal_dir_, ToSyncMode(options.wal_sync), /*mapped=*/true);
-    repo->ReplayAbandonedWals();
-  }
-  repo->last_flush_ns_ = SteadyNanos();
+  repo->pipeline_.Open(repo);  // the WAL, and the replay of abandoned ones
   Background::Get().Register(repo);
   return repo;
 }
@@ -192,28 +211,35 @@ std::map<std::string, Mark> RepoImpl::ReadMarks(
   return marks;
 }
 
-// Claims the WALs of writers that are gone and takes over every record a
-// table's mark does not cover: it goes into this handle's WAL and buffer with
-// its original seq, and the flush at the end commits it. A crash between two
-// of a flush's commits thus replays exactly the tables that missed it.
-void RepoImpl::ReplayAbandonedWals() {
-  auto abandoned = wal::ClaimAbandoned(wal_dir_, wal_->writer_id());
-  if (abandoned.empty()) return;
-  std::map<std::string, Mark> marks[kTableCount];
-  for (int t = 0; t < kTableCount; ++t) marks[t] = ReadMarks(t);
-  uint64_t stale_before = WallNanosAgo(options_.mark_ttl);
-  // Replayed points whose series the WAL does not carry must name a series
-  // already committed; if none does (its run was deleted since), they are
-  // dropped with the other rows of deleted runs.
+// Replay (the pipeline claims the WALs of writers that are gone and skips
+// what the marks cover): a crash between two of a flush's commits thus
+// replays exactly the tables that missed it.
+
+pipeline::Layer::RecordInfo RepoImpl::Describe(std::string_view record) {
+  WalRecord decoded = DecodeWalRecord(record);
+  uint64_t seq = SeqOf(decoded);
+  return {TableOf(decoded), seq, seq};
+}
+
+std::vector<pipeline::Batch::Marks> RepoImpl::StoredMarks() {
+  std::vector<pipeline::Batch::Marks> out(kTableCount);
+  for (int t = 0; t < kTableCount; ++t) {
+    for (const auto& [writer, mark] : ReadMarks(t)) out[t][writer] = mark.seq;
+  }
+  return out;
+}
+
+// Replayed points whose series the WAL does not carry must name a series
+// already committed; if none does (its run was deleted since), they are
+// dropped with the other rows of deleted runs.
+void RepoImpl::PrepareReplay(std::span<const std::string_view> records) {
   std::unordered_set<uint64_t> replayed_series, point_series;
-  for (auto& claimed : abandoned) {
-    for (const auto& bytes : claimed.records) {
-      WalRecord record = DecodeWalRecord(bytes);
-      if (auto* series = std::get_if<SeriesRecord>(&record)) {
-        replayed_series.insert(series->series.series_id);
-      } else if (auto* points = std::get_if<PointsRecordData>(&record)) {
-        for (const auto& [id, delta] : points->points.deltas) point_series.insert(id);
-      }
+  for (std::string_view bytes : records) {
+    WalRecord record = DecodeWalRecord(bytes);
+    if (auto* series = std::get_if<SeriesRecord>(&record)) {
+      replayed_series.insert(series->series.series_id);
+    } else if (auto* points = std::get_if<PointsRecordData>(&record)) {
+      for (const auto& [id, delta] : points->points.deltas) point_series.insert(id);
     }
   }
   std::vector<uint64_t> lookup;
@@ -226,66 +252,37 @@ void RepoImpl::ReplayAbandonedWals() {
                                lookup.begin() + std::min(lookup.size(), i + 500));
     for (auto& s : ReadSeries(SqlIn("series_id", part))) stored.push_back(std::move(s));
   }
-  {
-    std::lock_guard lock(write_mu_);
-    for (const auto& s : stored) {
-      SeriesState& known = series_[s.series_id];
-      known.id = s.series_id;
-      known.run_id = s.run_id;
-    }
-    for (auto& claimed : abandoned) {
-      for (const auto& bytes : claimed.records) {
-        WalRecord record = DecodeWalRecord(bytes);
-        int table = TableOf(record);
-        uint64_t seq = SeqOf(record);
-        auto mark = marks[table].find(claimed.writer_id);
-        if (mark == marks[table].end()) {
-          // Without a mark only a record older than mark_ttl is ambiguous:
-          // a committed record's mark is at least its seq, and marks live
-          // that long.
-          if (seq < stale_before && !options_.replay_stale_wal) {
-            throw Error(Code::kCorruption,
-                        "WAL " + claimed.dir + " holds " + TableName(table) +
-                            " records older than mark_ttl and its writer left no mark; open "
-                            "with replay_stale_wal to replay it anyway (rows may be stored "
-                            "twice), or move the directory away");
-          }
-        } else if (seq <= mark->second.seq) {
-          continue;  // committed
-        }
-        clock_.Observe(seq);
-        LogLocked(bytes);
-        buffer_.wal_seq[table] = std::max(buffer_.wal_seq[table], seq);
-        if (auto* run = std::get_if<RunRow>(&record)) {
-          buffer_.runs.push_back(std::move(*run));
-        } else if (auto* params = std::get_if<ParamsRecord>(&record)) {
-          for (auto& row : Flatten(params->params)) {
-            buffer_.params.push_back({params->seq, params->run_id, std::move(row)});
-          }
-        } else if (auto* series = std::get_if<SeriesRecord>(&record)) {
-          SeriesState& known = series_[series->series.series_id];
-          known.id = series->series.series_id;
-          known.run_id = series->series.run_id;
-          buffer_.series.push_back(std::move(series->series));
-        } else {
-          buffer_.points.Append(std::move(std::get<PointsRecordData>(record).points));
-        }
-      }
-    }
+  auto locked = pipeline_.Lock();
+  for (const auto& s : stored) {
+    SeriesState& known = series_[s.series_id];
+    known.id = s.series_id;
+    known.run_id = s.run_id;
   }
-  // The records are in this handle's WAL: make that durable before the
-  // claimed directories go.
-  wal_->Sync();
-  for (auto& claimed : abandoned) claimed.Remove();
-  Flush();
+}
+
+void RepoImpl::Replay(std::string_view bytes, pipeline::Batch& pending) {
+  auto& buf = static_cast<WriteBuffer&>(pending);
+  WalRecord record = DecodeWalRecord(bytes);
+  if (auto* run = std::get_if<RunRow>(&record)) {
+    buf.runs.push_back(std::move(*run));
+  } else if (auto* params = std::get_if<ParamsRecord>(&record)) {
+    for (auto& row : Flatten(params->params)) {
+      buf.params.push_back({params->seq, params->run_id, std::move(row)});
+    }
+  } else if (auto* series = std::get_if<SeriesRecord>(&record)) {
+    SeriesState& known = series_[series->series.series_id];
+    known.id = series->series.series_id;
+    known.run_id = series->series.run_id;
+    buf.series.push_back(std::move(series->series));
+  } else {
+    buf.points.Append(std::move(std::get<PointsRecordData>(record).points));
+    buf.generation = WriteBuffer::NextGeneration();
+  }
 }
 
 void RepoImpl::Close() {
-  if (closed_) return;
-  std::lock_guard lock(flush_mu_);
-  FlushLocked();  // throws with the rows still logged
-  closed_ = true;
-  if (wal_) wal_->CloseClean();
+  if (closed_.exchange(true)) return;
+  pipeline_.Close();  // throws with the rows still logged
 }
 
 RepoImpl::~RepoImpl() {

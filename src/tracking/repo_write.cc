@@ -11,8 +11,6 @@
 namespace kv0::tracking {
 namespace {
 
-std::atomic<void (*)(const char*)> flush_hook{nullptr};
-
 int64_t NowMicros() { return static_cast<int64_t>(WallNanos() / 1000); }
 
 // A UUIDv7 as 32 hex digits: 48 bits of Unix milliseconds, then random bits,
@@ -45,9 +43,12 @@ void CheckRecord(const RunInfo& info) {
 }  // namespace
 
 bool RepoImpl::BufferFull() {
-  std::lock_guard lock(write_mu_);
+  auto locked = pipeline_.Lock();
   // A failing flush puts its points back: count them as still buffered.
-  return buffer_.points.size() + flushing_points_ + 1 >= 2 * options_.flush_rows;
+  const WriteBuffer* flushing = locked.in_flight<WriteBuffer>();
+  size_t points =
+      locked.pending<WriteBuffer>().points.size() + (flushing ? flushing->points.size() : 0);
+  return points + 1 >= 2 * options_.flush_rows;
 }
 
 void RepoImpl::CheckLive(const Run::State& run) const {
@@ -56,12 +57,27 @@ void RepoImpl::CheckLive(const Run::State& run) const {
   }
 }
 
-// Zero or one mark, as MetricsStream takes them.
-static std::vector<Mark> Marks(const std::optional<Mark>& mark) {
-  return mark ? std::vector<Mark>{*mark} : std::vector<Mark>{};
+uint64_t WriteBuffer::NextGeneration() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
-void SetFlushHookForTesting(void (*hook)(const char* table)) { flush_hook = hook; }
+void WriteBuffer::AppendWrites(Batch&& other) {
+  auto& later = static_cast<WriteBuffer&>(other);
+  runs.insert(runs.end(), later.runs.begin(), later.runs.end());
+  params.insert(params.end(), later.params.begin(), later.params.end());
+  series.insert(series.end(), later.series.begin(), later.series.end());
+  points.Append(std::move(later.points));
+  // Deltas of both moved: pointers into either are stale.
+  generation = NextGeneration();
+}
+
+// The batch's mark rows for one table, as the streams take them.
+static std::vector<Mark> MarksOf(const WriteBuffer& buf, int table) {
+  std::vector<Mark> marks;
+  for (const auto& [writer, seq] : buf.marks(table)) marks.push_back(Mark{writer, seq});
+  return marks;
+}
 
 std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
   // Handles on one run share its series cache.
@@ -74,14 +90,19 @@ std::shared_ptr<Run::State> RepoImpl::NewRunState(const std::string& run_id) {
   return state;
 }
 
-void RepoImpl::LogLocked(const std::string& record) {
-  if (wal_) wal_->Append(record);
+// Throws InvalidArgument for a change too large to commit, before it is
+// logged.
+static const std::string& Checked(const std::string& record) {
+  if (record.size() > kMaxWriteSize) {
+    throw Error(Code::kInvalidArgument, "a change of " + std::to_string(record.size()) +
+                                            " bytes is over kv0's limit of 1 GiB");
+  }
+  return record;
 }
 
-void RepoImpl::AddRunRowLocked(RunRow row) {
-  LogLocked(EncodeRunRecord(row));
-  buffer_.wal_seq[kRuns] = std::max(buffer_.wal_seq[kRuns], row.seq);
-  buffer_.runs.push_back(std::move(row));
+void RepoImpl::AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row) {
+  write.Log(Checked(EncodeRunRecord(row)), kRuns, row.seq);
+  write.pending<WriteBuffer>().runs.push_back(std::move(row));
 }
 
 Run RepoImpl::CreateRun(const NewRun& spec) {
@@ -105,8 +126,8 @@ Run RepoImpl::CreateRun(const NewRun& spec) {
   info.updated_at_us = now;
   std::shared_ptr<Run::State> state;
   {
-    std::lock_guard lock(write_mu_);
-    AddRunRowLocked(RunRow{clock_.Next(), info, kAllRunFields});
+    auto write = pipeline_.BeginWrite();
+    AddRunRow(write, RunRow{pipeline_.clock().Next(), info, kAllRunFields});
     state = NewRunState(info.run_id);
     // A given id may name a run with stored points this handle has not
     // read: its first points to each series are counted as possibly
@@ -125,7 +146,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
   // The last steps come from the statistics rows; no point is read.
   Latest(kMetrics);
   auto deltas = ReadDeltas(ids);
-  std::lock_guard lock(write_mu_);
+  auto locked = pipeline_.Lock();
   auto state = NewRunState(run_id);
   for (const auto& s : series) {
     SeriesState& known = series_[s.series_id];
@@ -146,7 +167,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
 
 RunInfo RepoImpl::UpdateLive(Run::State& run, const std::function<void(RunInfo&)>& change) {
   {
-    std::lock_guard lock(write_mu_);
+    auto locked = pipeline_.Lock();
     CheckOpen();
     CheckLive(run);
   }
@@ -159,9 +180,16 @@ std::optional<RunInfo> RepoImpl::CurrentRecord(const std::string& run_id) {
   // this handle made to fields that the update then leaves alone.
   std::vector<RunRow> rows;
   {
-    std::lock_guard lock(write_mu_);
-    for (const auto& row : buffer_.runs) {
-      if (row.record.run_id == run_id) rows.push_back(row);
+    // The batch a flush is committing counts too: its rows are not in
+    // storage yet (and if the commit lands meanwhile, the read below sees
+    // them; a row read twice merges like any other).
+    auto locked = pipeline_.Lock();
+    for (const WriteBuffer* buf :
+         {&locked.pending<WriteBuffer>(), locked.in_flight<WriteBuffer>()}) {
+      if (buf == nullptr) continue;
+      for (const auto& row : buf->runs) {
+        if (row.record.run_id == run_id) rows.push_back(row);
+      }
     }
   }
   for (auto& row : ReadRunRows("run_id = " + SqlString(run_id))) rows.push_back(std::move(row));
@@ -178,31 +206,29 @@ RunInfo RepoImpl::UpdateRun(const std::string& run_id,
   after.run_id = run_id;
   CheckRecord(after);
   uint32_t fields = ChangedFields(*before, after);
-  std::lock_guard lock(write_mu_);
-  CheckOpen();
+  auto write = pipeline_.BeginWrite();
   if (fields != 0) {
     after.updated_at_us = NowMicros();
-    AddRunRowLocked(RunRow{clock_.Next(), after, fields});
+    AddRunRow(write, RunRow{pipeline_.clock().Next(), after, fields});
   }
   return after;
 }
 
 void RepoImpl::SetParams(Run::State& run, const nlohmann::json& params) {
   auto rows = Flatten(params);  // validates before anything is logged
-  std::lock_guard lock(write_mu_);
-  CheckOpen();
+  auto write = pipeline_.BeginWrite();
   CheckLive(run);
-  uint64_t seq = clock_.Next();
-  LogLocked(EncodeParamsRecord(seq, run.run_id, params));
-  buffer_.wal_seq[kParams] = std::max(buffer_.wal_seq[kParams], seq);
-  for (auto& row : rows) buffer_.params.push_back({seq, run.run_id, std::move(row)});
+  uint64_t seq = pipeline_.clock().Next();
+  write.Log(Checked(EncodeParamsRecord(seq, run.run_id, params)), kParams, seq);
+  auto& pending = write.pending<WriteBuffer>();
+  for (auto& row : rows) pending.params.push_back({seq, run.run_id, std::move(row)});
 }
 
 void RepoImpl::MarkDirty(std::span<const uint64_t> ids) {
-  std::lock_guard lock(write_mu_);
-  CheckOpen();
+  auto write = pipeline_.BeginWrite();
+  auto& pending = write.pending<WriteBuffer>();
   for (uint64_t id : ids) {
-    if (id != kReservedSeriesId) buffer_.points.deltas[id].set_dirty();
+    if (id != kReservedSeriesId) pending.points.deltas[id].set_dirty();
   }
 }
 
@@ -214,8 +240,8 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
   }
   size_t buffered;
   {
-    std::lock_guard lock(write_mu_);
-    CheckOpen();
+    auto write = pipeline_.BeginWrite();
+    auto& pending = write.pending<WriteBuffer>();
     CheckLive(run);
     std::string context_key;
     std::string_view key = name;
@@ -235,10 +261,9 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
       if (is_new) {
         series->run_id = run.run_id;
         SeriesInfo info{id, run.run_id, std::string(name), opts.context, NowMicros()};
-        uint64_t seq = clock_.Next();
-        LogLocked(EncodeSeriesRecord(seq, info));
-        buffer_.wal_seq[kSeries] = std::max(buffer_.wal_seq[kSeries], seq);
-        buffer_.series.push_back(std::move(info));
+        uint64_t seq = pipeline_.clock().Next();
+        write.Log(Checked(EncodeSeriesRecord(seq, info)), kSeries, seq);
+        pending.series.push_back(std::move(info));
       }
       run.series.emplace(std::string(key), series);
     }
@@ -252,161 +277,98 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
     series->has_last = true;
     // One clock read serves both: a seq is the wall clock in nanoseconds,
     // bumped past anything seen.
-    uint64_t seq = clock_.Next();
+    uint64_t seq = pipeline_.clock().Next();
     int64_t timestamp = opts.timestamp_us.value_or(static_cast<int64_t>(seq / 1000));
-    if (wal_) {
+    if (pipeline_.has_wal()) {
       // The log is memory-mapped: this append is a copy into the page
       // cache, which outlives a crash of the process.
       point_record_.Start(seq);
       point_record_.Add(series->id, step, opts.epoch, timestamp, value);
-      wal_->Append(point_record_.bytes());
-      buffer_.wal_seq[kMetrics] = std::max(buffer_.wal_seq[kMetrics], seq);
+      write.Log(point_record_.bytes(), kMetrics, seq);
     }
-    if (series->delta_generation != buffer_.generation) {
-      series->delta = &buffer_.points.deltas[series->id];
-      series->delta_generation = buffer_.generation;
+    if (series->delta_generation != pending.generation) {
+      series->delta = &pending.points.deltas[series->id];
+      series->delta_generation = pending.generation;
     }
-    buffer_.points.Add(series->id, step, opts.epoch, timestamp, value, seq, dirty, series->delta);
-    buffered = buffer_.points.size();
+    pending.points.Add(series->id, step, opts.epoch, timestamp, value, seq, dirty, series->delta);
+    buffered = pending.points.size();
   }
   if (buffered >= 2 * options_.flush_rows) {
-    Flush();  // the background flush is not keeping up: this writer waits
+    pipeline_.FlushForBackpressure();  // the background flush is not keeping up
   } else if (buffered >= options_.flush_rows) {
-    ScheduleFlush();
+    pipeline_.FlushSoon();
   }
-}
-
-void RepoImpl::ScheduleFlush() {
-  // A failed flush puts the rows back in the buffer for the next one, so the
-  // job's error needs no reporting.
-  std::weak_ptr<RepoImpl> weak = weak_from_this();
-  Background::Get().SubmitOnce(flush_queued_, [weak] {
-    auto self = weak.lock();
-    if (self && !self->closed_) self->Flush();
-  });
 }
 
 void RepoImpl::OnTick(SteadyTime now) {
-  if (closed_) return;
-  int64_t now_ns = SteadyNanos(now);
-  bool has_pending;
-  {
-    std::lock_guard lock(write_mu_);
-    has_pending = !buffer_.empty();
-  }
-  if (wal_ && wal_->mode() == wal::SyncMode::kBatch && now_ns - last_wal_sync_ns_ >= 100'000'000) {
-    last_wal_sync_ns_ = now_ns;
-    wal_->Sync();
-  }
-  auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.flush_interval);
-  if (has_pending && now_ns - last_flush_ns_ >= interval.count()) ScheduleFlush();
+  if (!closed_) pipeline_.OnTick(now);
 }
 
 void RepoImpl::Flush() {
   CheckOpen();
-  std::lock_guard lock(flush_mu_);
-  FlushLocked();
+  pipeline_.Flush();
 }
 
-void RepoImpl::FlushLocked() {
-  last_flush_ns_ = SteadyNanos();
-  {
-    std::lock_guard lock(write_mu_);
-    if (buffer_.empty()) return;
-  }
+std::unique_ptr<pipeline::Batch> RepoImpl::NewBatch() {
+  auto buf = std::make_unique<WriteBuffer>();
+  std::swap(buf->points, spare_points_);
+  return buf;
+}
+
+void RepoImpl::Commit(pipeline::Batch& batch) {
+  auto& buf = static_cast<WriteBuffer&>(batch);
   // Other writers' deletes, checked at most once a second: rows of runs
   // deleted elsewhere are dropped instead of committed.
   LoadTombstones(false);
-  WriteBuffer buf;
-  uint64_t sealed = 0;
   {
-    std::lock_guard lock(write_mu_);
-    if (buffer_.empty()) return;
-    std::swap(buf, buffer_);
-    std::swap(buffer_.points, spare_points_);
-    buffer_.generation = buf.generation + 1;
+    auto locked = pipeline_.Lock();
     DropDeletedLocked(&buf);
-    flushing_points_ = buf.points.size();
-    // Sealing under the lock that took the rows makes the sealed segments
-    // hold exactly what this flush commits.
-    if (wal_) sealed = wal_->Seal();
   }
-
-  auto mark = [&](int table) -> std::optional<Mark> {
-    if (!wal_) return std::nullopt;
-    return Mark{wal_->writer_id(), buf.wal_seq[table]};
+  const std::string& writer = pipeline_.writer_id();
+  // After a table's commit its rows and marks leave the batch (under the
+  // lock: reads look at the batch), so on failure the batch holds exactly
+  // what goes back.
+  auto done = [&](int table, auto clear_rows) {
+    if (auto own = buf.marks(table).find(writer); own != buf.marks(table).end()) {
+      last_mark_[table] = own->second;
+    }
+    auto locked = pipeline_.Lock();
+    clear_rows();
+    buf.ClearMarks(table);
+    buf.committed[table] = true;
   };
   // One append per table, in an order that lets a reader name every point it
-  // sees. A table is cleared from buf once committed, so on failure buf holds
-  // exactly what goes back to the buffer.
-  bool committed[kTableCount] = {false, false, false, false};
-  try {
-    if (!buf.runs.empty()) {
-      auto commit = tables_[kRuns]->Append(RunsStream(buf.runs, mark(kRuns)));
-      {
-        // Tombstones are never buffered: this commit holds none to read.
-        std::lock_guard lock(deleted_mu_);
-        tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
-      }
-      buf.runs.clear();
-      committed[kRuns] = true;
-      last_mark_[kRuns] = buf.wal_seq[kRuns];
-      if (auto hook = flush_hook.load()) hook("runs");
+  // sees.
+  if (!buf.runs.empty()) {
+    auto commit = tables_[kRuns]->Append(RunsStream(buf.runs, MarksOf(buf, kRuns)));
+    {
+      // Tombstones are never buffered: this commit holds none to read.
+      std::lock_guard lock(deleted_mu_);
+      tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
     }
-    if (!buf.params.empty()) {
-      tables_[kParams]->Append(ParamsStream(buf.params, mark(kParams)));
-      buf.params.clear();
-      committed[kParams] = true;
-      last_mark_[kParams] = buf.wal_seq[kParams];
-      if (auto hook = flush_hook.load()) hook("params");
-    }
-    if (!buf.series.empty()) {
-      tables_[kSeries]->Append(SeriesStream(buf.series, mark(kSeries)));
-      buf.series.clear();
-      committed[kSeries] = true;
-      last_mark_[kSeries] = buf.wal_seq[kSeries];
-      if (auto hook = flush_hook.load()) hook("series");
-    }
-    if (!buf.points.empty()) {
-      tables_[kMetrics]->Append(MetricsStream(buf.points, Marks(mark(kMetrics))));
-      buf.points.Clear();
+    done(kRuns, [&] { buf.runs.clear(); });
+  }
+  if (!buf.params.empty()) {
+    tables_[kParams]->Append(ParamsStream(buf.params, MarksOf(buf, kParams)));
+    done(kParams, [&] { buf.params.clear(); });
+  }
+  if (!buf.series.empty()) {
+    tables_[kSeries]->Append(SeriesStream(buf.series, MarksOf(buf, kSeries)));
+    done(kSeries, [&] { buf.series.clear(); });
+  }
+  if (!buf.points.empty()) {
+    tables_[kMetrics]->Append(MetricsStream(buf.points, MarksOf(buf, kMetrics)));
+    done(kMetrics, [&] {
+      buf.points.Clear();  // keeps the columns' capacity for the next batch
       std::swap(buf.points, spare_points_);
-      committed[kMetrics] = true;
-      last_mark_[kMetrics] = buf.wal_seq[kMetrics];
-      if (auto hook = flush_hook.load()) hook("metrics");
-    }
-  } catch (...) {
-    // The uncommitted rows go back in front of anything written meanwhile;
-    // the sealed segments still hold them, so they stay until a flush
-    // commits everything.
-    std::lock_guard lock(write_mu_);
-    buf.runs.insert(buf.runs.end(), buffer_.runs.begin(), buffer_.runs.end());
-    buf.params.insert(buf.params.end(), buffer_.params.begin(), buffer_.params.end());
-    buf.series.insert(buf.series.end(), buffer_.series.begin(), buffer_.series.end());
-    buf.points.Append(std::move(buffer_.points));
-    for (int t = 0; t < kTableCount; ++t) {
-      buf.wal_seq[t] = std::max(buf.wal_seq[t], buffer_.wal_seq[t]);
-    }
-    uint64_t generation = buffer_.generation + 1;
-    buffer_ = std::move(buf);
-    buffer_.generation = generation;
-    flushing_points_ = 0;
-    throw;
+    });
   }
-  {
-    std::lock_guard lock(write_mu_);
-    flushing_points_ = 0;
-  }
-  if (wal_) {
-    try {
-      wal_->DeleteSealed(sealed);
-    } catch (const Error&) {
-      // Harmless: the mark rows make a replay skip these records, and the
-      // next flush deletes the segments.
-    }
-  }
+}
+
+void RepoImpl::AfterCommit(pipeline::Batch& batch) {
+  auto& buf = static_cast<WriteBuffer&>(batch);
   for (int t = 0; t < kTableCount; ++t) {
-    if (committed[t]) MaybeCompact(t);
+    if (buf.committed[t]) MaybeCompact(t);
   }
 }
 
@@ -419,8 +381,8 @@ void RepoImpl::MaybeCompact(int table) {
   if (lance::MergeableFragments(dataset.Fragments()) <= options_.max_fragments) return;
   try {
     dataset.Compact(lance::CompactOptions{});
-    if (wal_ && last_mark_[table] != 0) {
-      std::string writer = wal_->writer_id();
+    if (pipeline_.has_wal() && last_mark_[table] != 0) {
+      const std::string& writer = pipeline_.writer_id();
       std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);
       uint64_t newest = last_mark_[table];
       switch (table) {

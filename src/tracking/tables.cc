@@ -28,6 +28,55 @@ arrow::OwnedStream OneBatch(const arrow::Schema& schema, arrow::BatchBuilder& bu
   return stream;
 }
 
+// Collects a stream's rows in batches, starting a new one before a row would
+// take the batch's strings past kBatchBytes: then no string column reaches
+// Arrow's 2 GiB offset limit, however much one flush holds (one row's
+// strings are at most kMaxWriteSize).
+class SplitBatches {
+ public:
+  static constexpr size_t kBatchBytes = size_t{256} << 20;
+
+  explicit SplitBatches(const arrow::Schema& schema) : schema_(schema), builder_(schema) {}
+
+  // The builder to append one row with `bytes` bytes of strings to.
+  arrow::BatchBuilder& Row(size_t bytes) {
+    if (rows_ > 0 && bytes_ + bytes > kBatchBytes) Cut();
+    bytes_ += bytes;
+    ++rows_;
+    return builder_;
+  }
+
+  arrow::OwnedStream Finish() {
+    if (rows_ > 0 || batches_.empty()) Cut();
+    arrow::OwnedStream stream;
+    arrow::MakeStream(schema_, std::move(batches_), &stream);
+    return stream;
+  }
+
+ private:
+  void Cut() {
+    batches_.emplace_back();
+    builder_.Finish(batches_.back().get());
+    rows_ = 0;
+    bytes_ = 0;
+  }
+
+  const arrow::Schema& schema_;
+  arrow::BatchBuilder builder_;
+  std::vector<arrow::OwnedArray> batches_;
+  size_t rows_ = 0;
+  size_t bytes_ = 0;
+};
+
+size_t Size(const std::optional<std::string>& s) { return s ? s->size() : 0; }
+
+size_t StringBytes(const RunInfo& r) {
+  size_t bytes = r.run_id.size() + Size(r.name) + Size(r.experiment) + Size(r.description) +
+                 r.status.size() + Size(r.kind);
+  for (const auto& tag : r.tags) bytes += tag.size();
+  return bytes;
+}
+
 std::string MarkRunId(const Mark& mark) { return std::string(kWalMarkPrefix) + mark.writer_id; }
 
 }  // namespace
@@ -68,9 +117,11 @@ void PointBuffer::Clear() {
   deltas.clear();
 }
 
-arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark) {
-  arrow::BatchBuilder b(RunsSchema());
+arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, std::span<const Mark> marks) {
+  SplitBatches batches(RunsSchema());
   auto add = [&](uint64_t seq, const RunInfo& r, std::optional<uint32_t> fields) {
+    std::string target = r.target ? r.target->dump() : std::string();
+    arrow::BatchBuilder& b = batches.Row(StringBytes(r) + target.size());
     b.uint64(0).Append(seq);
     b.utf8(1).Append(r.run_id);
     AppendOptional(b.utf8(2), r.name);
@@ -94,25 +145,26 @@ arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::option
     }
     AppendOptional(b.utf8(12), r.kind);
     if (r.target) {
-      b.utf8(13).Append(r.target->dump());
+      b.utf8(13).Append(target);
     } else {
       b.utf8(13).AppendNull();
     }
   };
   for (const auto& row : rows) add(row.seq, row.record, row.fields);
-  if (mark) {
+  for (const auto& mark : marks) {
     RunInfo info;
-    info.run_id = MarkRunId(*mark);
-    add(mark->seq, info, 0u);
+    info.run_id = MarkRunId(mark);
+    add(mark.seq, info, 0u);
   }
-  return OneBatch(RunsSchema(), b);
+  return batches.Finish();
 }
 
-arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
-                                const std::optional<Mark>& mark) {
-  arrow::BatchBuilder b(ParamsSchema());
+arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows, std::span<const Mark> marks) {
+  SplitBatches batches(ParamsSchema());
   for (const auto& change : rows) {
     const ParamRow& p = change.row;
+    arrow::BatchBuilder& b =
+        batches.Row(change.run_id.size() + p.key.size() + p.value_json.size() + Size(p.text));
     b.uint64(0).Append(change.seq);
     b.utf8(1).Append(change.run_id);
     b.utf8(2).Append(p.key);
@@ -129,38 +181,41 @@ arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
       b.boolean(6).AppendNull();
     }
   }
-  if (mark) {
-    b.uint64(0).Append(mark->seq);
-    b.utf8(1).Append(MarkRunId(*mark));
+  for (const auto& mark : marks) {
+    arrow::BatchBuilder& b = batches.Row(0);
+    b.uint64(0).Append(mark.seq);
+    b.utf8(1).Append(MarkRunId(mark));
     b.utf8(2).Append("");
     b.utf8(3).Append("null");
     b.float64(4).AppendNull();
     b.utf8(5).AppendNull();
     b.boolean(6).AppendNull();
   }
-  return OneBatch(ParamsSchema(), b);
+  return batches.Finish();
 }
 
-arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
-                                const std::optional<Mark>& mark) {
-  arrow::BatchBuilder b(SeriesSchema());
+arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows, std::span<const Mark> marks) {
+  SplitBatches batches(SeriesSchema());
   for (const auto& s : rows) {
+    std::string context = s.context.dump();
+    arrow::BatchBuilder& b = batches.Row(s.run_id.size() + s.name.size() + context.size());
     b.uint64(0).Append(s.series_id);
     b.utf8(1).Append(s.run_id);
     b.utf8(2).Append(s.name);
-    b.utf8(3).Append(s.context.dump());
+    b.utf8(3).Append(context);
     b.timestamp(4).Append(s.created_at_us);
   }
-  if (mark) {
+  for (const auto& mark : marks) {
     char digits[24];
-    std::snprintf(digits, sizeof(digits), "%020" PRIu64, mark->seq);
+    std::snprintf(digits, sizeof(digits), "%020" PRIu64, mark.seq);
+    arrow::BatchBuilder& b = batches.Row(0);
     b.uint64(0).Append(kReservedSeriesId);
-    b.utf8(1).Append(MarkRunId(*mark));
+    b.utf8(1).Append(MarkRunId(mark));
     b.utf8(2).Append(digits);
     b.utf8(3).Append("{}");
-    b.timestamp(4).Append(static_cast<int64_t>(mark->seq / 1000));
+    b.timestamp(4).Append(static_cast<int64_t>(mark.seq / 1000));
   }
-  return OneBatch(SeriesSchema(), b);
+  return batches.Finish();
 }
 
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,

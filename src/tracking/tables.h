@@ -89,12 +89,10 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
 // Sorts points by step and keeps the latest point of each step.
 void LatestPerStep(std::vector<StoredPoint>* points);
 
-// Streams for one append each; `mark` adds the mark row.
-arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, const std::optional<Mark>& mark);
-arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows,
-                                const std::optional<Mark>& mark);
-arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows,
-                                const std::optional<Mark>& mark);
+// Streams for one append each: the rows, then one mark row per mark.
+arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, std::span<const Mark> marks);
+arrow::OwnedStream ParamsStream(const std::vector<ParamChange>& rows, std::span<const Mark> marks);
+arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows, std::span<const Mark> marks);
 // Points, then one delta row per entry of points.deltas (flagged as exact,
 // value 1, for optimize's), then the mark rows.
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,

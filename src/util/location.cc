@@ -14,16 +14,4 @@ std::string NormalizeLocation(const std::string& location) {
 
 bool IsMemoryUri(const std::string& uri) { return uri.rfind("memory://", 0) == 0; }
 
-wal::SyncMode ToSyncMode(WalSync sync) {
-  switch (sync) {
-    case WalSync::kNone:
-      return wal::SyncMode::kNone;
-    case WalSync::kAlways:
-      return wal::SyncMode::kAlways;
-    case WalSync::kBatch:
-      break;
-  }
-  return wal::SyncMode::kBatch;
-}
-
 }  // namespace kv0

@@ -3,9 +3,6 @@
 
 #include <string>
 
-#include "kv0/wal_sync.h"
-#include "wal/wal.h"
-
 namespace kv0 {
 
 // Paths become absolute and normal, so every handle names a location (and
@@ -15,7 +12,5 @@ std::string NormalizeLocation(const std::string& location);
 
 // memory:// locations are private to one handle: no WAL, nothing to replay.
 bool IsMemoryUri(const std::string& uri);
-
-wal::SyncMode ToSyncMode(WalSync sync);
 
 }  // namespace kv0

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kv0/error.h"
+#include "wal/files.h"
 
 namespace kv0::wal {
 
@@ -19,26 +20,6 @@ uint64_t PageSize() {
   return size;
 }
 
-// Gives the file size bytes of allocated disk space, so that a full disk shows
-// up here rather than as a SIGBUS when a store into the mapping needs a block.
-int Preallocate(int fd, uint64_t size) noexcept {
-#ifdef __APPLE__
-  fstore_t store = {F_ALLOCATECONTIG | F_ALLOCATEALL, F_PEOFPOSMODE, 0, static_cast<off_t>(size),
-                    0};
-  if (fcntl(fd, F_PREALLOCATE, &store) != 0) {
-    store.fst_flags = F_ALLOCATEALL;
-    if (fcntl(fd, F_PREALLOCATE, &store) != 0) return errno;
-  }
-  return ftruncate(fd, static_cast<off_t>(size)) == 0 ? 0 : errno;
-#else
-  int err;
-  do {
-    err = posix_fallocate(fd, 0, static_cast<off_t>(size));
-  } while (err == EINTR);
-  return err;
-#endif
-}
-
 }  // namespace
 
 Mapping::~Mapping() { munmap(data_, size_); }
@@ -46,14 +27,18 @@ Mapping::~Mapping() { munmap(data_, size_); }
 int Mapping::Sync(uint64_t from, uint64_t to) const noexcept {
   if (to <= from) return 0;
   uint64_t start = from / PageSize() * PageSize();
-  return msync(data_ + start, to - start, MS_SYNC) == 0 ? 0 : errno;
+  return CurrentFiles().SyncMapped(path_, data_ + start, to - start);
 }
 
 MappedFile CreateMappedSegment(const std::string& path, uint64_t capacity) {
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) ThrowIOError(path, "cannot create segment", errno);
+  int fd = -1;
+  if (int err = CurrentFiles().Create(path, /*read_write=*/true, &fd)) {
+    ThrowIOError(path, "cannot create segment", err);
+  }
+  // Allocated disk space makes a full disk show up here rather than as a
+  // SIGBUS when a store into the mapping needs a block.
   const char* what = "cannot allocate space for segment";
-  int err = Preallocate(fd, capacity);
+  int err = CurrentFiles().Allocate(fd, capacity);
   void* data = MAP_FAILED;
   if (err == 0) {
     what = "cannot map segment";
@@ -62,10 +47,10 @@ MappedFile CreateMappedSegment(const std::string& path, uint64_t capacity) {
   }
   if (err != 0) {
     close(fd);
-    unlink(path.c_str());
+    CurrentFiles().Remove(path);
     ThrowIOError(path, what, err);
   }
-  return {fd, std::make_shared<Mapping>(static_cast<char*>(data), capacity)};
+  return {fd, std::make_shared<Mapping>(static_cast<char*>(data), capacity, path)};
 }
 
 void WriteMappedRecord(char* at, const char* header, std::string_view payload) {

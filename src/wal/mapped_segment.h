@@ -19,7 +19,8 @@ namespace kv0::wal {
 // (Sync may still be using it when the log moves to the next segment).
 class Mapping {
  public:
-  Mapping(char* data, uint64_t size) : data_(data), size_(size) {}
+  Mapping(char* data, uint64_t size, std::string path)
+      : data_(data), size_(size), path_(std::move(path)) {}
   ~Mapping();
 
   Mapping(const Mapping&) = delete;
@@ -35,6 +36,7 @@ class Mapping {
  private:
   char* const data_;
   const uint64_t size_;
+  const std::string path_;  // the segment file, for its name in errors and faults
 };
 
 struct MappedFile {

@@ -14,6 +14,7 @@
 #include <system_error>
 
 #include "kv0/error.h"
+#include "wal/files.h"
 
 namespace kv0::wal {
 
@@ -56,8 +57,7 @@ void ReadFile(int fd, const std::string& path, std::string& out) {
 void TruncateFile(const std::string& path, uint64_t size) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) ThrowIOError(path, "cannot open segment to cut it after its last record", errno);
-  int err = 0;
-  if (ftruncate(fd, static_cast<off_t>(size)) != 0) err = errno;
+  int err = CurrentFiles().Truncate(fd, size);
   if (err == 0) err = SyncData(fd);
   close(fd);
   if (err != 0) ThrowIOError(path, "cannot cut the segment after its last record", err);
@@ -90,6 +90,55 @@ bool AllZero(const std::string& data, size_t from) {
                      [](char c) { return c == 0; });
 }
 
+// Whether a record that reads back whole starts at or after `from` (at an
+// offset that is a multiple of `align`). A crash leaves at most the record it
+// interrupted incomplete, with nothing after it, so damage followed by a good
+// record is not a torn tail. Checking a candidate means hashing its payload;
+// when that would take more than a bounded amount of work (a long damaged
+// stretch of random bytes), the answer is yes: an open that fails with
+// Corruption loses nothing, dropping records silently would.
+bool ReadableRecordFollows(const std::string& data, size_t from, size_t align) {
+  // A record's length is not zero, so none starts in the trailing zeros.
+  size_t end = data.size();
+  while (end > from && data[end - 1] == 0) --end;
+  uint64_t budget = (uint64_t{1} << 30) + 16 * uint64_t{data.size()};
+  for (size_t pos = (from + align - 1) / align * align; pos < end; pos += align) {
+    if (data.size() - pos < kHeaderSize) break;
+    uint32_t length = DecodeU32(&data[pos]);
+    if (length == 0 || length > data.size() - pos - kHeaderSize) continue;
+    if (length > budget) return true;
+    budget -= length;
+    if (XXH3_64bits(&data[pos + kHeaderSize], length) == DecodeU64(&data[pos + 4])) return true;
+  }
+  return false;
+}
+
+// Whether a mapped segment that starts with a zero length holds a readable
+// record after it (the file is read whole: this happens only for a writer's
+// unused last segment, or for damage).
+bool MappedRecordAfterZeroLength(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return false;
+    ThrowIOError(path, "cannot open segment", errno);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    ThrowIOError(path, "cannot stat segment", err);
+  }
+  std::string data(static_cast<size_t>(st.st_size), '\0');
+  try {
+    ReadFile(fd, path, data);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return ReadableRecordFollows(data, kMappedAlign, kMappedAlign);
+}
+
 // Parses the records of a segment written with write calls. Returns where
 // the good records end.
 size_t ParseRecords(const std::string& path, const std::string& data, bool last,
@@ -115,7 +164,7 @@ size_t ParseRecords(const std::string& path, const std::string& data, bool last,
         continue;
       }
     }
-    if (!last || !(reaches_end || AllZero(data, pos))) {
+    if (!last || !(reaches_end || AllZero(data, pos)) || ReadableRecordFollows(data, pos + 1, 1)) {
       throw Error(Code::kCorruption,
                   path + ": corrupt record at offset " + std::to_string(pos) + ": " + problem);
     }
@@ -140,7 +189,16 @@ size_t ParseMappedRecords(const std::string& path, const std::string& data, bool
       problem = "incomplete record header";
     } else {
       uint32_t length = DecodeU32(&data[pos]);
-      if (length == 0) break;  // the end of the data
+      if (length == 0) {
+        // The end of the data, unless records follow: a page that never
+        // reached the disk reads as zeros in the middle of a segment.
+        if (ReadableRecordFollows(data, pos + kMappedAlign, kMappedAlign)) {
+          throw Error(Code::kCorruption, path + ": corrupt record at offset " +
+                                             std::to_string(pos) +
+                                             ": zero length before readable records");
+        }
+        break;
+      }
       uint64_t checksum = DecodeU64(&data[pos + 4]);
       uint64_t record_end = pos + MappedRecordSize(length);
       if (length > left - kHeaderSize) {
@@ -155,7 +213,8 @@ size_t ParseMappedRecords(const std::string& path, const std::string& data, bool
         continue;
       }
     }
-    if (!last || !AllZero(data, damaged_end)) {
+    if (!last || !AllZero(data, damaged_end) ||
+        ReadableRecordFollows(data, pos + kMappedAlign, kMappedAlign)) {
       throw Error(Code::kCorruption,
                   path + ": corrupt record at offset " + std::to_string(pos) + ": " + problem);
     }
@@ -164,10 +223,14 @@ size_t ParseMappedRecords(const std::string& path, const std::string& data, bool
   return pos;
 }
 
-void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& records) {
+// Appends the segment's records; returns how many bytes of it hold them
+// (what follows is a torn tail or a mapped segment's unused capacity) and
+// the file's size.
+std::pair<uint64_t, uint64_t> ReadSegment(const Segment& segment, bool last,
+                                          std::vector<std::string>& records) {
   const std::string& path = segment.path;
   // ListSegments found no record in it: its first length is zero.
-  if (segment.name.mapped && segment.size == 0) return;
+  if (segment.name.mapped && segment.size == 0) return {0, 0};
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) ThrowIOError(path, "cannot open segment", errno);
   struct stat st;
@@ -189,9 +252,7 @@ void ReadSegment(const Segment& segment, bool last, std::vector<std::string>& re
 
   size_t good = segment.name.mapped ? ParseMappedRecords(path, data, last, records)
                                     : ParseRecords(path, data, last, records);
-  // Cutting a torn tail (or a mapped segment's unused capacity) leaves a
-  // well-formed file for the next reader.
-  if (good < data.size()) TruncateFile(path, good);
+  return {good, data.size()};
 }
 
 }  // namespace
@@ -256,7 +317,9 @@ std::vector<Segment> ListSegments(const std::string& dir) {
     if (segment.name.mapped && segment.size > 0) {
       auto first = FirstLength(segment.path);
       if (!first) continue;
-      if (*first == 0) segment.size = 0;
+      // Unused capacity holds nothing; a first length of zero with records
+      // after it is damage, which reading the segment reports.
+      if (*first == 0 && !MappedRecordAfterZeroLength(segment.path)) segment.size = 0;
     }
     segments.push_back(std::move(segment));
   }
@@ -275,7 +338,16 @@ void ReadRecords(const std::vector<Segment>& segments, std::vector<std::string>&
       last = i;
     }
   }
-  for (size_t i = 0; i < segments.size(); ++i) ReadSegment(segments[i], i >= last, records);
+  std::vector<std::pair<uint64_t, uint64_t>> extents;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    extents.push_back(ReadSegment(segments[i], i >= last, records));
+  }
+  // Only once every segment has read back: cutting a torn tail (or a mapped
+  // segment's unused capacity) leaves well-formed files for the next reader,
+  // and a WAL that failed to read keeps every byte for whoever looks at it.
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (extents[i].first < extents[i].second) TruncateFile(segments[i].path, extents[i].first);
+  }
 }
 
 void ThrowIOError(const std::string& path, std::string_view what, int err) {
@@ -317,7 +389,8 @@ void CreateDirs(const std::string& path, bool sync) {
     end = path.find('/', end + 1);
     std::string prefix = path.substr(0, end);
     if (prefix.empty() || prefix.back() == '/') continue;  // root, or a doubled slash
-    if (mkdir(prefix.c_str(), 0755) == 0) {
+    int err = CurrentFiles().MakeDir(prefix);
+    if (err == 0) {
       if (sync) {
         size_t slash = prefix.rfind('/');
         std::string parent = slash == std::string::npos ? "." : prefix.substr(0, slash + 1);
@@ -325,26 +398,13 @@ void CreateDirs(const std::string& path, bool sync) {
       }
       continue;
     }
-    int err = errno;
     if (err != EEXIST) ThrowIOError(prefix, "cannot create directory", err);
     if (!IsDirectory(prefix)) ThrowIOError(prefix, "cannot create directory", ENOTDIR);
   }
 }
 
-int SyncDir(const std::string& dir) noexcept {
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  int err = fsync(fd) == 0 ? 0 : errno;
-  close(fd);
-  return err;
-}
+int SyncDir(const std::string& dir) noexcept { return CurrentFiles().SyncDir(dir); }
 
-int SyncData(int fd) noexcept {
-#ifdef __APPLE__
-  return fsync(fd) == 0 ? 0 : errno;
-#else
-  return fdatasync(fd) == 0 ? 0 : errno;
-#endif
-}
+int SyncData(int fd) noexcept { return CurrentFiles().SyncData(fd); }
 
 }  // namespace kv0::wal

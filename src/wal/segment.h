@@ -66,11 +66,13 @@ std::vector<Segment> ListSegments(const std::string& dir);
 
 // Appends the records of segments (in number order, as ListSegments returns
 // them) to records. A record cut off by the end of the last segment that has
-// bytes is a torn write from a crash: it is dropped and cut from the file. A
-// mapped segment's data ends at the first zero length, and what follows it is
-// cut from the file too; a damaged record there followed only by zeros is
-// torn as well. Damage anywhere else throws kCorruption naming the file and
-// offset.
+// bytes is a torn write from a crash, if no record that reads back whole
+// follows it: it is dropped and cut from the file. A mapped segment's data
+// ends at the first zero length, and what follows it is cut from the file too;
+// a damaged record there followed only by zeros is torn as well. Damage
+// anywhere else, and any damage (a zero length included) followed by a
+// readable record, throws kCorruption naming the file and offset, before
+// anything is cut.
 void ReadRecords(const std::vector<Segment>& segments, std::vector<std::string>& records);
 
 // File helpers shared by the WAL. Failures throw kIOError naming the path.
@@ -87,10 +89,11 @@ bool IsDirectory(const std::string& path);
 void CreateDirs(const std::string& path, bool sync);
 
 // fsync of a directory, so that entries created or removed in it survive a
-// power loss. Returns 0 or an errno value.
+// power loss, through CurrentFiles(). Returns 0 or an errno value.
 int SyncDir(const std::string& dir) noexcept;
 
-// Makes a file's data durable. Returns 0 or an errno value.
+// Makes a file's data durable, through CurrentFiles(). Returns 0 or an errno
+// value.
 int SyncData(int fd) noexcept;
 
 }  // namespace kv0::wal

@@ -17,8 +17,33 @@
 #include <utility>
 
 #include "kv0/error.h"
+#include "wal/files.h"
 #include "wal/mapped_segment.h"
 #include "wal/segment.h"
+
+namespace kv0 {
+
+WalSync ParseWalSync(std::string_view name) {
+  if (name == "none") return WalSync::kNone;
+  if (name == "batch") return WalSync::kBatch;
+  if (name == "always") return WalSync::kAlways;
+  throw Error(Code::kInvalidArgument, "wal_sync must be \"none\", \"batch\" or \"always\", not \"" +
+                                          std::string(name) + "\"");
+}
+
+std::string_view WalSyncName(WalSync mode) noexcept {
+  switch (mode) {
+    case WalSync::kNone:
+      return "none";
+    case WalSync::kBatch:
+      return "batch";
+    case WalSync::kAlways:
+      return "always";
+  }
+  return "unknown";
+}
+
+}  // namespace kv0
 
 namespace kv0::wal {
 
@@ -67,30 +92,11 @@ bool HasRecordBytes(const std::vector<Segment>& segments) {
 }
 
 void RemoveFile(const std::string& path) {
-  if (unlink(path.c_str()) != 0 && errno != ENOENT) ThrowIOError(path, "cannot delete", errno);
+  int err = CurrentFiles().Remove(path);
+  if (err != 0 && err != ENOENT) ThrowIOError(path, "cannot delete", err);
 }
 
 }  // namespace
-
-SyncMode ParseSyncMode(std::string_view name) {
-  if (name == "none") return SyncMode::kNone;
-  if (name == "batch") return SyncMode::kBatch;
-  if (name == "always") return SyncMode::kAlways;
-  throw Error(Code::kInvalidArgument, "wal_sync must be \"none\", \"batch\" or \"always\", not \"" +
-                                          std::string(name) + "\"");
-}
-
-std::string_view SyncModeName(SyncMode mode) noexcept {
-  switch (mode) {
-    case SyncMode::kNone:
-      return "none";
-    case SyncMode::kBatch:
-      return "batch";
-    case SyncMode::kAlways:
-      return "always";
-  }
-  return "unknown";
-}
 
 std::string ResolveRoot(const std::string& wal_dir_option) {
   if (!wal_dir_option.empty()) return wal_dir_option;
@@ -107,7 +113,7 @@ std::string DatasetDir(const std::string& root, std::string_view key) {
   return root + "/" + Hex64(XXH3_64bits(key.data(), key.size()));
 }
 
-Log::Log(std::string dir, std::string writer_id, SyncMode mode, bool mapped, uint64_t capacity,
+Log::Log(std::string dir, std::string writer_id, WalSync mode, bool mapped, uint64_t capacity,
          FileLock lock)
     : dir_(std::move(dir)),
       writer_id_(std::move(writer_id)),
@@ -118,9 +124,9 @@ Log::Log(std::string dir, std::string writer_id, SyncMode mode, bool mapped, uin
                          MappedRecordSize(1))),
       lock_(std::move(lock)) {}
 
-std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode, bool mapped,
+std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, WalSync mode, bool mapped,
                                uint64_t mapped_capacity) {
-  CreateDirs(dataset_dir, mode != SyncMode::kNone);
+  CreateDirs(dataset_dir, mode != WalSync::kNone);
 
   std::unique_ptr<Log> log;
   auto names = ListDirIfExists(dataset_dir);
@@ -143,13 +149,13 @@ std::unique_ptr<Log> Log::Open(const std::string& dataset_dir, SyncMode mode, bo
   for (int attempt = 0; !log && attempt < 100; ++attempt) {
     std::string id = RandomWriterId();
     std::string dir = dataset_dir + "/" + id;
-    if (mkdir(dir.c_str(), 0755) != 0) {
-      if (errno == EEXIST) continue;
-      ThrowIOError(dir, "cannot create WAL writer directory", errno);
+    if (int err = CurrentFiles().MakeDir(dir)) {
+      if (err == EEXIST) continue;
+      ThrowIOError(dir, "cannot create WAL writer directory", err);
     }
     auto lock = FileLock::TryAcquire(dir + kLockFile, /*create=*/true);
     if (!lock) continue;
-    if (mode != SyncMode::kNone) {
+    if (mode != WalSync::kNone) {
       if (int err = SyncDir(dataset_dir)) ThrowIOError(dataset_dir, "cannot sync directory", err);
     }
     log.reset(new Log(dir, id, mode, mapped, mapped_capacity, std::move(*lock)));
@@ -193,22 +199,20 @@ void Log::Append(std::string_view payload) {
     if (skip < payload.size()) {
       parts[count++] = {const_cast<char*>(payload.data()) + skip, payload.size() - skip};
     }
-    // pwritev at our own offset: after a failed append is truncated away, the
+    // Written at our own offset: after a failed append is truncated away, the
     // descriptor's file position would point past the end.
-    ssize_t n = pwritev(fd_, parts, count, static_cast<off_t>(size_ + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      FailAppendLocked("cannot append record", errno, done > 0);
-    }
+    size_t n = 0;
+    int err = CurrentFiles().Write(fd_, parts, count, size_ + done, &n);
+    done += n;
+    if (err != 0) FailAppendLocked("cannot append record", err, done > 0);
     if (n == 0) FailAppendLocked("cannot append record", EIO, done > 0);
-    done += static_cast<uint64_t>(n);
   }
-  if (mode_ == SyncMode::kAlways) {
+  if (mode_ == WalSync::kAlways) {
     if (int err = SyncData(fd_)) FailAppendLocked("cannot sync record", err, true);
   }
   size_ += total;
   ++appended_;
-  if (mode_ == SyncMode::kAlways) synced_ = appended_;
+  if (mode_ == WalSync::kAlways) synced_ = appended_;
 }
 
 void Log::AppendMappedLocked(const char* header, std::string_view payload) {
@@ -219,19 +223,19 @@ void Log::AppendMappedLocked(const char* header, std::string_view payload) {
   if (!map_) OpenSegmentLocked(need);
   char* at = map_->data() + size_;
   WriteMappedRecord(at, header, payload);
-  if (mode_ == SyncMode::kAlways) {
+  if (mode_ == WalSync::kAlways) {
     if (int err = map_->Sync(size_, size_ + need)) FailMappedAppendLocked(err, need);
   }
   size_ += need;
   ++appended_;
-  if (mode_ == SyncMode::kAlways) {
+  if (mode_ == WalSync::kAlways) {
     synced_ = appended_;
     map_synced_ = size_;
   }
 }
 
 void Log::CloseMappedLocked() {
-  if (mode_ != SyncMode::kNone) {
+  if (mode_ != WalSync::kNone) {
     if (int err = map_->Sync(map_synced_, size_)) {
       ThrowIOError(segment_path_, "cannot sync segment", err);
     }
@@ -240,8 +244,7 @@ void Log::CloseMappedLocked() {
   map_.reset();
   // Readers stop at the first zero length, so a zero tail left by a failed
   // cut costs only disk space.
-  if (ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-  }
+  CurrentFiles().Truncate(fd_, size_);
   close(std::exchange(fd_, -1));
 }
 
@@ -277,7 +280,7 @@ bool Log::Sync() {
     {
       std::lock_guard<std::mutex> guard(mu_);
       // Closing a segment syncs it: what is unsynced is in the current one.
-      if (mode_ == SyncMode::kNone || closed_ || !map_ || synced_ == appended_) return false;
+      if (mode_ == WalSync::kNone || closed_ || !map_ || synced_ == appended_) return false;
       // Our reference keeps the bytes mapped if Seal moves on meanwhile.
       map = map_;
       from = map_synced_;
@@ -296,7 +299,7 @@ bool Log::Sync() {
   std::string path;
   {
     std::lock_guard<std::mutex> guard(mu_);
-    if (mode_ == SyncMode::kNone || closed_ || fd_ < 0 || synced_ == appended_) return false;
+    if (mode_ == WalSync::kNone || closed_ || fd_ < 0 || synced_ == appended_) return false;
     // A private descriptor lets Seal close the segment while we wait for the
     // disk, without the appenders waiting on us.
     fd = dup(fd_);
@@ -310,6 +313,16 @@ bool Log::Sync() {
   std::lock_guard<std::mutex> guard(mu_);
   synced_ = std::max(synced_, target);
   return true;
+}
+
+void Log::SyncIfDue(std::chrono::steady_clock::time_point now) {
+  if (mode_ != WalSync::kBatch) return;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    if (now - last_due_sync_ < kBatchSyncInterval) return;
+    last_due_sync_ = now;
+  }
+  Sync();
 }
 
 uint64_t Log::Seal() {
@@ -337,7 +350,7 @@ uint64_t Log::Seal() {
   }
   if (fd_ >= 0) {
     if (size_ == 0) return number_ - 1;
-    if (mode_ != SyncMode::kNone) {
+    if (mode_ != WalSync::kNone) {
       if (int err = SyncData(fd_)) ThrowIOError(segment_path_, "cannot sync segment", err);
       synced_ = appended_;
     }
@@ -362,7 +375,7 @@ void Log::DeleteSealed(uint64_t upto) {
     RemoveFile(segment.path);
     deleted = true;
   }
-  if (deleted && mode_ != SyncMode::kNone) {
+  if (deleted && mode_ != WalSync::kNone) {
     if (int err = SyncDir(dir_)) ThrowIOError(dir_, "cannot sync directory", err);
   }
 }
@@ -374,9 +387,18 @@ void Log::CloseClean() {
   map_.reset();
   if (fd_ >= 0) close(std::exchange(fd_, -1));
   for (const Segment& segment : ListSegments(dir_)) RemoveFile(segment.path);
-  if (mode_ != SyncMode::kNone) {
+  if (mode_ != WalSync::kNone) {
     if (int err = SyncDir(dir_)) ThrowIOError(dir_, "cannot sync directory", err);
   }
+  lock_.Release();
+}
+
+void Log::Abandon() {
+  std::lock_guard<std::mutex> guard(mu_);
+  if (closed_) return;
+  closed_ = true;
+  map_.reset();
+  if (fd_ >= 0) close(std::exchange(fd_, -1));
   lock_.Release();
 }
 
@@ -406,14 +428,15 @@ void Log::OpenSegmentLocked(uint64_t capacity) {
     fd = file.fd;
     map = std::move(file.map);
   } else {
-    fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) ThrowIOError(path, "cannot create segment", errno);
+    if (int err = CurrentFiles().Create(path, /*read_write=*/false, &fd)) {
+      ThrowIOError(path, "cannot create segment", err);
+    }
   }
-  if (mode_ != SyncMode::kNone) {
+  if (mode_ != WalSync::kNone) {
     if (int err = SyncDir(dir_)) {
       map.reset();
       close(fd);
-      unlink(path.c_str());
+      CurrentFiles().Remove(path);
       ThrowIOError(dir_, "cannot sync directory after creating a segment", err);
     }
   }
@@ -451,11 +474,11 @@ void Log::FailAppendLocked(std::string_view what, int err, bool wrote) {
 }
 
 bool Log::TruncateTailLocked() {
-  if (ftruncate(fd_, static_cast<off_t>(size_)) != 0) return false;
+  if (CurrentFiles().Truncate(fd_, size_) != 0) return false;
   // In kAlways the record may have reached the disk before its fsync failed;
   // an undurable cut could bring a record reported as failed back after a
   // power loss.
-  if (mode_ == SyncMode::kAlways && SyncData(fd_) != 0) return false;
+  if (mode_ == WalSync::kAlways && SyncData(fd_) != 0) return false;
   bad_tail_ = false;
   return true;
 }
@@ -465,14 +488,14 @@ bool Log::MarkTailLocked() {
   // neither be replayed nor hide the records of later segments.
   std::string cut_path = dir_ + "/" + CutSegmentFileName(number_, size_, mapped_);
   if (segment_path_ != cut_path) {
-    if (rename(segment_path_.c_str(), cut_path.c_str()) != 0) return false;
+    if (CurrentFiles().Rename(segment_path_, cut_path) != 0) return false;
     segment_path_ = cut_path;
   }
-  if (mode_ != SyncMode::kNone && SyncDir(dir_) != 0) return false;
+  if (mode_ != WalSync::kNone && SyncDir(dir_) != 0) return false;
   // The segment's length is fixed now. A failed sync of its good records goes
   // unreported: the failed append already tells the caller the disk is in
   // trouble.
-  if (mode_ != SyncMode::kNone && SyncData(fd_) == 0) synced_ = appended_;
+  if (mode_ != WalSync::kNone && SyncData(fd_) == 0) synced_ = appended_;
   close(std::exchange(fd_, -1));
   bad_tail_ = false;
   return true;
@@ -481,7 +504,9 @@ bool Log::MarkTailLocked() {
 void Abandoned::Remove() {
   for (const Segment& segment : ListSegments(dir)) RemoveFile(segment.path);
   RemoveFile(dir + kLockFile);
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) ThrowIOError(dir, "cannot delete", errno);
+  if (int err = CurrentFiles().RemoveDir(dir); err != 0 && err != ENOENT) {
+    ThrowIOError(dir, "cannot delete", err);
+  }
   lock.Release();
   std::string parent = dir.substr(0, dir.rfind('/'));
   if (int err = SyncDir(parent)) ThrowIOError(parent, "cannot sync directory", err);

@@ -16,6 +16,7 @@
 // means, what is already committed and what to replay is the caller's job.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,29 +24,15 @@
 #include <string_view>
 #include <vector>
 
+#include "kv0/wal_sync.h"
 #include "util/file_lock.h"
 
 namespace kv0::wal {
 
 class Mapping;
 
-// How far Append goes before it returns. (In a mapped log, "fsync" below is an
-// msync of the mapped bytes.)
-enum class SyncMode {
-  // The record is handed to the OS: it survives the process dying, not a power
-  // loss or a kernel crash. Nothing is ever fsynced.
-  kNone,
-  // As kNone, and Sync(), which the background thread calls about every
-  // 100 ms, fsyncs: a power loss loses at most the records since the last
-  // Sync().
-  kBatch,
-  // Append fsyncs before it returns: an acknowledged record is on disk.
-  kAlways,
-};
-
-// "none", "batch" or "always"; anything else throws kInvalidArgument.
-SyncMode ParseSyncMode(std::string_view name);
-std::string_view SyncModeName(SyncMode mode) noexcept;
+// How far Append goes before it returns is the log's WalSync mode (see
+// kv0/wal_sync.h); in a mapped log, "fsync" is an msync of the mapped bytes.
 
 // The WAL root: wal_dir_option if set, else $KV0_WAL_DIR, else the platform
 // cache directory ($XDG_CACHE_HOME/kv0/wal or ~/.cache/kv0/wal; on macOS
@@ -110,7 +97,7 @@ class Log {
   // naming the path if the directory cannot be created or written. With
   // mapped, the log is a mapped one (above), whose segments hold
   // mapped_capacity bytes (a test sets it small).
-  static std::unique_ptr<Log> Open(const std::string& dataset_dir, SyncMode mode,
+  static std::unique_ptr<Log> Open(const std::string& dataset_dir, WalSync mode,
                                    bool mapped = false,
                                    uint64_t mapped_capacity = kDefaultMappedCapacity);
 
@@ -133,6 +120,12 @@ class Log {
   // the last successful sync may then not be durable.
   bool Sync();
 
+  // The batch mode's clock: in kBatch, Sync()s when kBatchSyncInterval has
+  // passed since the last time it did (the background thread calls it on
+  // every tick); otherwise does nothing.
+  static constexpr std::chrono::milliseconds kBatchSyncInterval{100};
+  void SyncIfDue(std::chrono::steady_clock::time_point now);
+
   // Closes the current segment, fsynced unless mode() is kNone (a mapped one
   // is also unmapped and cut after its last record), and starts a new one.
   // Returns N such that every record appended before the call is in a segment
@@ -152,15 +145,20 @@ class Log {
   // accepts no more appends.
   void CloseClean();
 
+  // Stops without cleaning up, as a crash would: every segment stays for a
+  // later ClaimAbandoned and the lock is released. The log accepts no more
+  // appends.
+  void Abandon();
+
   const std::string& writer_id() const { return writer_id_; }
   const std::string& dir() const { return dir_; }
-  SyncMode mode() const { return mode_; }
+  WalSync mode() const { return mode_; }
   bool mapped() const { return mapped_; }
   // Bytes of records in the current segment (with their padding, if mapped).
   uint64_t segment_bytes() const;
 
  private:
-  Log(std::string dir, std::string writer_id, SyncMode mode, bool mapped, uint64_t capacity,
+  Log(std::string dir, std::string writer_id, WalSync mode, bool mapped, uint64_t capacity,
       FileLock lock);
 
   void CheckAppendableLocked() const;
@@ -180,7 +178,7 @@ class Log {
 
   const std::string dir_;
   const std::string writer_id_;
-  const SyncMode mode_;
+  const WalSync mode_;
   const bool mapped_;
   const uint64_t capacity_;  // of a mapped segment
 
@@ -199,6 +197,7 @@ class Log {
   uint64_t appended_ = 0;    // records appended over the log's life
   uint64_t synced_ = 0;      // how many of them are known durable
   bool closed_ = false;
+  std::chrono::steady_clock::time_point last_due_sync_{};  // SyncIfDue's clock
 };
 
 // The records of a writer that is gone, with its lock held so no one else

@@ -1331,8 +1331,9 @@ TEST_F(RepoTest, CallsAfterCloseAreNotSupported) {
 
 // --- A failed flush keeps what it did not commit -----------------------------
 
-void ThrowAfterParams(const char* table) {
-  if (std::string_view(table) == "params") throw Error(Code::kIOError, "injected failure");
+// Fails the flush's series commit: runs and params are committed by then.
+void FailSeriesCommits(const std::string& uri, std::string_view, bool committed) {
+  if (!committed && uri.ends_with("/series.lance")) throw Error(Code::kIOError, "injected failure");
 }
 
 TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
@@ -1342,9 +1343,9 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
   for (int i = 0; i < 20; ++i) run.Track(i, "loss");
   uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
 
-  SetFlushHookForTesting(ThrowAfterParams);
+  lance::SetCommitHookForTesting(FailSeriesCommits);
   EXPECT_THROW(repo.Flush(), Error);
-  SetFlushHookForTesting(nullptr);
+  lance::SetCommitHookForTesting(nullptr);
   // Runs and params were committed before the failure, series and points not.
   EXPECT_TRUE(RawSteps(Uri(), id).empty());
 

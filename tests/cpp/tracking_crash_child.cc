@@ -4,7 +4,7 @@
 //
 // Opens the repository with that WAL directory, creates the run "crashed",
 // sets its parameters, tracks 100 points of "loss" (step i, value i * 0.5,
-// timestamp 1000000 + i) and flushes. A flush hook ends the process with
+// timestamp 1000000 + i) and flushes. A commit hook ends the process with
 // status 0 right after the params commit, so runs and params are committed
 // and series and metrics are only in the WAL. Status 3 means the hook never
 // fired.
@@ -16,14 +16,7 @@
 #include <string_view>
 
 #include "kv0/tracking.h"
-
-namespace {
-
-void ExitAfterParams(const char* table) {
-  if (std::string_view(table) == "params") _exit(0);
-}
-
-}  // namespace
+#include "lance/dataset.h"
 
 int main(int argc, char** argv) {
   if (argc < 3) return 2;
@@ -32,7 +25,9 @@ int main(int argc, char** argv) {
   options.wal_dir = argv[2];
   options.flush_interval = std::chrono::hours(1);  // only the explicit flush commits
   tracking::Repo repo = tracking::Repo::Open(argv[1], options);
-  tracking::SetFlushHookForTesting(&ExitAfterParams);
+  kv0::lance::SetCommitHookForTesting([](const std::string& uri, std::string_view, bool committed) {
+    if (committed && uri.ends_with("/params.lance")) _exit(0);
+  });
 
   tracking::NewRun new_run;
   new_run.run_id = "crashed";

@@ -14,7 +14,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
-  auto log = kv0::wal::Log::Open(argv[1], kv0::wal::ParseSyncMode(argv[2]), /*mapped=*/true,
+  auto log = kv0::wal::Log::Open(argv[1], kv0::ParseWalSync(argv[2]), /*mapped=*/true,
                                  std::stoull(argv[3]));
   std::printf("ready\n");
   std::fflush(stdout);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kv0/error.h"
+#include "wal/fault_files.h"
 #include "wal/segment.h"
 
 namespace kv0::wal {
@@ -166,12 +167,12 @@ class WalTest : public ::testing::Test {
 };
 
 TEST(SyncModeTest, ParsesAndNamesModes) {
-  for (SyncMode mode : {SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}) {
-    EXPECT_EQ(ParseSyncMode(SyncModeName(mode)), mode);
+  for (WalSync mode : {WalSync::kNone, WalSync::kBatch, WalSync::kAlways}) {
+    EXPECT_EQ(ParseWalSync(WalSyncName(mode)), mode);
   }
-  EXPECT_EQ(SyncModeName(SyncMode::kBatch), "batch");
-  ExpectError(Code::kInvalidArgument, {"\"Always\""}, [] { ParseSyncMode("Always"); });
-  ExpectError(Code::kInvalidArgument, {}, [] { ParseSyncMode(""); });
+  EXPECT_EQ(WalSyncName(WalSync::kBatch), "batch");
+  ExpectError(Code::kInvalidArgument, {"\"Always\""}, [] { ParseWalSync("Always"); });
+  ExpectError(Code::kInvalidArgument, {}, [] { ParseWalSync(""); });
 }
 
 TEST(RootTest, ResolvesOptionThenEnvThenCacheDir) {
@@ -248,7 +249,7 @@ TEST(SegmentTest, MappedRecordsArePaddedToEightBytes) {
 TEST_F(WalTest, RoundTripsSmallAndLargePayloads) {
   std::vector<std::string> payloads = {"a", RandomBytes(5 << 20, 1), std::string(1, '\0'),
                                        std::string(3, '\0'), RandomBytes(100000, 2)};
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   std::string id = log->writer_id();
   EXPECT_EQ(dir, ds_ + "/" + id);
@@ -268,8 +269,8 @@ TEST_F(WalTest, RoundTripsSmallAndLargePayloads) {
 }
 
 TEST_F(WalTest, TwoLogsGetTheirOwnWriters) {
-  auto a = Log::Open(ds_, SyncMode::kBatch);
-  auto b = Log::Open(ds_, SyncMode::kBatch);
+  auto a = Log::Open(ds_, WalSync::kBatch);
+  auto b = Log::Open(ds_, WalSync::kBatch);
   EXPECT_NE(a->writer_id(), b->writer_id());
   EXPECT_NE(a->dir(), b->dir());
   EXPECT_EQ(a->writer_id().size(), 16u);
@@ -280,7 +281,7 @@ TEST_F(WalTest, TwoLogsGetTheirOwnWriters) {
 }
 
 TEST_F(WalTest, CleanCloseLeavesDirectoryForTheNextOpen) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string id = log->writer_id();
   log->Append("committed");
   log->Seal();
@@ -292,10 +293,10 @@ TEST_F(WalTest, CleanCloseLeavesDirectoryForTheNextOpen) {
   EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
   log.reset();
 
-  auto again = Log::Open(ds_, SyncMode::kBatch);
+  auto again = Log::Open(ds_, WalSync::kBatch);
   EXPECT_EQ(again->writer_id(), id);
   again->Append("new");
-  auto other = Log::Open(ds_, SyncMode::kBatch);  // the adopted one is taken now
+  auto other = Log::Open(ds_, WalSync::kBatch);  // the adopted one is taken now
   EXPECT_NE(other->writer_id(), id);
   again.reset();
   auto claimed = ClaimAbandoned(ds_, other->writer_id());
@@ -305,14 +306,14 @@ TEST_F(WalTest, CleanCloseLeavesDirectoryForTheNextOpen) {
 
 TEST_F(WalTest, CrashedWriterIsClaimedAndLiveOneIsNot) {
   std::vector<std::string> written = {"one", "two", "three"};
-  auto crashed = Log::Open(ds_, SyncMode::kAlways);
+  auto crashed = Log::Open(ds_, WalSync::kAlways);
   std::string crashed_id = crashed->writer_id();
   for (const auto& r : written) crashed->Append(r);
   crashed.reset();  // no CloseClean: as if the process died
 
-  auto live = Log::Open(ds_, SyncMode::kBatch);
+  auto live = Log::Open(ds_, WalSync::kBatch);
   live->Append("live record");
-  auto opener = Log::Open(ds_, SyncMode::kBatch);
+  auto opener = Log::Open(ds_, WalSync::kBatch);
   EXPECT_NE(opener->writer_id(), crashed_id);  // a directory with records is not adopted
   EXPECT_NE(opener->writer_id(), live->writer_id());
 
@@ -333,7 +334,7 @@ TEST_F(WalTest, CrashedWriterIsClaimedAndLiveOneIsNot) {
 }
 
 TEST_F(WalTest, SealAndDeleteSealedKeepOnlyNewerRecords) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   log->Append("a");
   log->Append("b");
   uint64_t first = log->Seal();
@@ -354,7 +355,7 @@ TEST_F(WalTest, SealAndDeleteSealedKeepOnlyNewerRecords) {
 }
 
 TEST_F(WalTest, SegmentGapsAreFine) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   log->Append("a");
   log->Seal();
@@ -370,7 +371,7 @@ TEST_F(WalTest, SegmentGapsAreFine) {
 
 TEST_F(WalTest, TornTailIsDroppedAndCut) {
   std::string last = RandomBytes(30, 3);
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   log->Append("in the first segment");
   log->Seal();
@@ -408,7 +409,7 @@ TEST_F(WalTest, TornTailIsDroppedAndCut) {
 }
 
 TEST_F(WalTest, TornTailBeforeEmptySegmentsIsDropped) {
-  auto log = Log::Open(ds_, SyncMode::kNone);
+  auto log = Log::Open(ds_, WalSync::kNone);
   std::string dir = log->dir();
   log->Append("a");
   log->Append("b");
@@ -422,7 +423,7 @@ TEST_F(WalTest, TornTailBeforeEmptySegmentsIsDropped) {
 }
 
 TEST_F(WalTest, DamageBeforeTheTailIsCorruption) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   log->Append("first");
   log->Append("middle record");
@@ -446,8 +447,51 @@ TEST_F(WalTest, DamageBeforeTheTailIsCorruption) {
               [&] { ClaimAbandoned(ds_, ""); });
 }
 
+TEST_F(WalTest, LengthRunningPastTheEndWithRecordsAfterItIsCorruption) {
+  // A torn write is the last record; a record that only seems to run past
+  // the end of the file while whole records follow it is damage. Reading it
+  // as torn would drop every later acknowledged record.
+  auto log = Log::Open(ds_, WalSync::kBatch);
+  std::string dir = log->dir();
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 20; ++i) payloads.push_back(RandomBytes(50 + i, i));
+  for (const auto& p : payloads) log->Append(p);
+  log.reset();
+  std::string segment = SegmentFiles(dir).back();
+  const std::string whole = ReadAll(segment);
+  size_t at = 0;
+  for (int i = 0; i < 7; ++i) at += RecordSize(payloads[i]);
+  std::string damaged = whole;
+  damaged[at + 3] = '\x40';  // a length of over a gigabyte
+  WriteAll(segment, damaged);
+  ExpectError(Code::kCorruption, {segment, "offset " + std::to_string(at), "past the end"},
+              [&] { ClaimAbandoned(ds_, ""); });
+  EXPECT_EQ(ReadAll(segment), damaged);  // nothing was cut
+}
+
+TEST_F(WalTest, FailedAndTornWritesAreNeverReplayed) {
+  // Through fault-injecting files: a write that fails after writing half of
+  // its bytes is cut back out, and the log goes on.
+  FaultInjectingFiles files(ds_);
+  SetFilesForTesting(&files);
+  auto log = Log::Open(ds_, WalSync::kBatch);
+  log->Append("one");
+  files.FailNth(FaultInjectingFiles::Op::kWrite, 1, EIO, /*tear=*/true);
+  ExpectError(Code::kIOError, {"cannot append"}, [&] { log->Append(RandomBytes(100, 1)); });
+  log->Append("two");
+  files.FailNth(FaultInjectingFiles::Op::kCreate, 1);
+  ExpectError(Code::kIOError, {"cannot create segment"}, [&] { log->Seal(); });
+  ExpectError(Code::kIOError, {"refused"}, [&] { log->Append("refused"); });
+  log->Seal();  // a new segment, this time
+  log->Append("three");
+  log.reset();
+  SetFilesForTesting(nullptr);
+  EXPECT_EQ(ClaimOnly(ds_), (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_GE(files.count(FaultInjectingFiles::Op::kWrite), 4u);
+}
+
 TEST_F(WalTest, DamageInAnEarlierSegmentIsCorruption) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   log->Append("a");
   log->Append("end of the first segment");
@@ -473,7 +517,7 @@ TEST_F(WalTest, DamageInAnEarlierSegmentIsCorruption) {
 // A segment whose failed tail could not be truncated is renamed to say where
 // its records end; recovery reads only that far.
 TEST_F(WalTest, FencedSegmentIsReadUpToItsLength) {
-  auto log = Log::Open(ds_, SyncMode::kBatch);
+  auto log = Log::Open(ds_, WalSync::kBatch);
   std::string dir = log->dir();
   log->Append("a");
   log->Append("b");
@@ -490,10 +534,10 @@ TEST_F(WalTest, FencedSegmentIsReadUpToItsLength) {
 
 TEST_F(WalTest, EveryModeIsRecoverable) {
   for (int variant = 0; variant < 6; ++variant) {
-    SyncMode mode = std::array{SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}[variant % 3];
+    WalSync mode = std::array{WalSync::kNone, WalSync::kBatch, WalSync::kAlways}[variant % 3];
     bool mapped = variant >= 3;
-    SCOPED_TRACE(std::string(SyncModeName(mode)) + (mapped ? " mapped" : ""));
-    std::string ds = ds_ + "-" + std::string(SyncModeName(mode)) + (mapped ? "-mapped" : "");
+    SCOPED_TRACE(std::string(WalSyncName(mode)) + (mapped ? " mapped" : ""));
+    std::string ds = ds_ + "-" + std::string(WalSyncName(mode)) + (mapped ? "-mapped" : "");
     auto log = Log::Open(ds, mode, mapped);
     EXPECT_EQ(log->mode(), mode);
     EXPECT_EQ(log->mapped(), mapped);
@@ -503,7 +547,7 @@ TEST_F(WalTest, EveryModeIsRecoverable) {
       log->Append(written.back());
       if (i == 10) log->Seal();
     }
-    EXPECT_EQ(log->Sync(), mode == SyncMode::kBatch);
+    EXPECT_EQ(log->Sync(), mode == WalSync::kBatch);
     EXPECT_FALSE(log->Sync());  // nothing new
     log.reset();
     EXPECT_EQ(ClaimOnly(ds), written);
@@ -511,7 +555,7 @@ TEST_F(WalTest, EveryModeIsRecoverable) {
 }
 
 TEST_F(WalTest, ConcurrentAppendsAndSyncs) {
-  AppendFromThreadsWhileSyncing(Log::Open(ds_, SyncMode::kBatch), 500, 100);
+  AppendFromThreadsWhileSyncing(Log::Open(ds_, WalSync::kBatch), 500, 100);
 }
 
 TEST_F(WalTest, FullDiskAppendIsCutOut) {
@@ -539,7 +583,7 @@ TEST_F(WalTest, FullDiskAppendIsCutOut) {
     return acked;
   };
 
-  auto log = Log::Open(ds, SyncMode::kAlways);
+  auto log = Log::Open(ds, WalSync::kAlways);
   std::vector<std::string> acked = fill(*log, 0);
   ASSERT_FALSE(acked.empty());
   uint64_t acked_bytes = 0;
@@ -556,7 +600,7 @@ TEST_F(WalTest, FullDiskAppendIsCutOut) {
   EXPECT_TRUE(claimed[0].records == acked);
   claimed[0].Remove();  // frees the space
 
-  log = Log::Open(ds, SyncMode::kBatch);
+  log = Log::Open(ds, WalSync::kBatch);
   log->Append("after removing a directory");
   std::vector<std::string> second = fill(*log, 100000);
   uint64_t sealed = log->Seal();
@@ -588,7 +632,7 @@ std::string MappedRecords(const std::vector<std::string>& payloads) {
 TEST_F(WalTest, EmptyPayloadIsRejectedInBothModes) {
   for (bool mapped : {false, true}) {
     SCOPED_TRACE(mapped ? "mapped" : "write");
-    auto log = Log::Open(ds_ + (mapped ? "-mapped" : ""), SyncMode::kBatch, mapped);
+    auto log = Log::Open(ds_ + (mapped ? "-mapped" : ""), WalSync::kBatch, mapped);
     ExpectError(Code::kInvalidArgument, {log->dir(), "empty"}, [&] { log->Append(""); });
     EXPECT_EQ(log->segment_bytes(), 0u);
     log->Append("x");
@@ -599,7 +643,7 @@ TEST_F(WalTest, EmptyPayloadIsRejectedInBothModes) {
 }
 
 TEST_F(WalTest, MappedAppendSealDeleteAndClaim) {
-  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  auto log = Log::Open(ds_, WalSync::kBatch, /*mapped=*/true);
   EXPECT_TRUE(log->mapped());
   std::string dir = log->dir();
   std::vector<std::string> first = {"a", std::string(3, '\0'), RandomBytes(1000, 1), "12345678"};
@@ -641,7 +685,7 @@ TEST_F(WalTest, MappedAppendSealDeleteAndClaim) {
 
 TEST_F(WalTest, MappedRecordsSpanSegments) {
   constexpr uint64_t kCapacity = 256;
-  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, kCapacity);
+  auto log = Log::Open(ds_, WalSync::kBatch, /*mapped=*/true, kCapacity);
   std::string dir = log->dir();
   std::vector<std::string> before, after;
   for (int i = 0; i < 100; ++i) {
@@ -684,7 +728,7 @@ TEST_F(WalTest, MappedRecordsSpanSegments) {
 }
 
 TEST_F(WalTest, MappedSealedSegmentsHoldExactlyTheirRecords) {
-  auto log = Log::Open(ds_, SyncMode::kNone, /*mapped=*/true, 100);
+  auto log = Log::Open(ds_, WalSync::kNone, /*mapped=*/true, 100);
   std::string dir = log->dir();
   std::vector<std::string> payloads;
   for (int i = 0; i < 20; ++i) {
@@ -707,14 +751,14 @@ TEST_F(WalTest, MappedSealedSegmentsHoldExactlyTheirRecords) {
   // not claimed, and the next Open adopts it.
   for (size_t i = 0; i + 1 < files.size(); ++i) fs::remove(files[i]);
   EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
-  auto again = Log::Open(ds_, SyncMode::kNone, /*mapped=*/true);
+  auto again = Log::Open(ds_, WalSync::kNone, /*mapped=*/true);
   EXPECT_EQ(again->dir(), dir);
 }
 
 TEST_F(WalTest, MappedLogLeftByACrashIsClaimedWhole) {
-  for (SyncMode mode : {SyncMode::kNone, SyncMode::kBatch, SyncMode::kAlways}) {
-    SCOPED_TRACE(std::string(SyncModeName(mode)));
-    std::string ds = ds_ + "-" + std::string(SyncModeName(mode));
+  for (WalSync mode : {WalSync::kNone, WalSync::kBatch, WalSync::kAlways}) {
+    SCOPED_TRACE(std::string(WalSyncName(mode)));
+    std::string ds = ds_ + "-" + std::string(WalSyncName(mode));
     auto log = Log::Open(ds, mode, /*mapped=*/true, 1024);
     std::string dir = log->dir();
     std::vector<std::string> written;
@@ -737,7 +781,7 @@ TEST_F(WalTest, MappedLogLeftByACrashIsClaimedWhole) {
 }
 
 TEST_F(WalTest, MappedCleanCloseLeavesDirectoryForTheNextOpen) {
-  auto log = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  auto log = Log::Open(ds_, WalSync::kBatch, /*mapped=*/true);
   std::string id = log->writer_id();
   log->Append("committed");
   log->Seal();
@@ -747,14 +791,14 @@ TEST_F(WalTest, MappedCleanCloseLeavesDirectoryForTheNextOpen) {
   EXPECT_TRUE(SegmentFiles(log->dir()).empty());
   EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
   log.reset();
-  auto again = Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true);
+  auto again = Log::Open(ds_, WalSync::kBatch, /*mapped=*/true);
   EXPECT_EQ(again->writer_id(), id);
 }
 
 // Crafts a writer directory holding the given segment files.
 std::string CraftWriter(const std::string& ds,
                         const std::vector<std::pair<std::string, std::string>>& files) {
-  auto log = Log::Open(ds, SyncMode::kNone);
+  auto log = Log::Open(ds, WalSync::kNone);
   std::string dir = log->dir();
   log.reset();
   for (const std::string& path : SegmentFiles(dir)) fs::remove(path);
@@ -779,12 +823,20 @@ TEST_F(WalTest, MappedSegmentEndsAtTheFirstZeroLength) {
   EXPECT_EQ(ClaimOnly(ds_), good);
   EXPECT_EQ(ReadAll(dir + "/" + name), records);
 
-  // Whatever follows a zero length is not read, even a whole record.
+  // A zero length with a whole record after it is damage, not the end: a
+  // page that never reached the disk. Reading on would drop every record
+  // after it without a word, so it is corruption, and nothing is cut.
   WriteAll(dir + "/" + name, records + half + MappedRecord("after the end"));
-  EXPECT_EQ(ClaimOnly(ds_), good);
+  ExpectError(Code::kCorruption, {dir + "/" + name, "offset " + std::to_string(records.size())},
+              [&] { ClaimAbandoned(ds_, ""); });
+  EXPECT_EQ(ReadAll(dir + "/" + name), records + half + MappedRecord("after the end"));
 
-  // A first zero length: the segment holds nothing.
+  // Also when the zero length is the segment's first.
   WriteAll(dir + "/" + name, half + MappedRecords(good));
+  ExpectError(Code::kCorruption, {dir + "/" + name, "offset 0"}, [&] { ClaimAbandoned(ds_, ""); });
+
+  // A segment of zeros holds nothing.
+  WriteAll(dir + "/" + name, std::string(4096, '\0'));
   EXPECT_TRUE(ClaimAbandoned(ds_, "").empty());
 
   // Records may end without padding at the very end of the file.
@@ -847,18 +899,18 @@ TEST_F(WalTest, MappedTornTailIsDroppedAndDamageBeforeItIsCorruption) {
 
 TEST_F(WalTest, MixedSegmentKindsAreReadInNumberOrder) {
   // A write-mode writer, then a mapped one, each leaving its segments.
-  auto log = Log::Open(ds_ + "-write", SyncMode::kBatch);
+  auto log = Log::Open(ds_ + "-write", WalSync::kBatch);
   std::string write_dir = log->dir();
   log->Append("a");
   log->Append("b");
   log->Seal();
   log->Append("d");
   log.reset();
-  log = Log::Open(ds_ + "-mapped", SyncMode::kBatch, /*mapped=*/true);
+  log = Log::Open(ds_ + "-mapped", WalSync::kBatch, /*mapped=*/true);
   std::string mapped_dir = log->dir();
   log->Append("c");
   log.reset();
-  auto log2 = Log::Open(ds_ + "-mapped2", SyncMode::kBatch, /*mapped=*/true);
+  auto log2 = Log::Open(ds_ + "-mapped2", WalSync::kBatch, /*mapped=*/true);
   std::string mapped_dir2 = log2->dir();
   log2->Append("e");
   log2->Append("f");
@@ -877,7 +929,7 @@ TEST_F(WalTest, MixedSegmentKindsAreReadInNumberOrder) {
 }
 
 TEST_F(WalTest, MappedConcurrentAppendsAndSyncs) {
-  AppendFromThreadsWhileSyncing(Log::Open(ds_, SyncMode::kBatch, /*mapped=*/true, 4096), 2000, 300);
+  AppendFromThreadsWhileSyncing(Log::Open(ds_, WalSync::kBatch, /*mapped=*/true, 4096), 2000, 300);
 }
 
 TEST_F(WalTest, MappedFullDiskIsReportedWhenASegmentIsCreated) {
@@ -889,9 +941,9 @@ TEST_F(WalTest, MappedFullDiskIsReportedWhenASegmentIsCreated) {
 
   // The first segment is allocated when the log opens.
   ExpectError(Code::kIOError, {std::strerror(ENOSPC), ".wmap"},
-              [&] { Log::Open(ds, SyncMode::kAlways, /*mapped=*/true, 1 << 20); });
+              [&] { Log::Open(ds, WalSync::kAlways, /*mapped=*/true, 1 << 20); });
 
-  auto log = Log::Open(ds, SyncMode::kAlways, /*mapped=*/true, 48 << 10);
+  auto log = Log::Open(ds, WalSync::kAlways, /*mapped=*/true, 48 << 10);
   std::vector<std::string> acked;
   bool full = false;
   for (uint32_t i = 0; i < 1000 && !full; ++i) {
@@ -925,7 +977,7 @@ TEST_F(WalTest, MappedFullDiskIsReportedWhenASegmentIsCreated) {
 TEST_F(WalTest, OpenUnderARegularFileFails) {
   WriteAll(root_ + "/file", "not a directory");
   ExpectError(Code::kIOError, {root_ + "/file"},
-              [&] { Log::Open(root_ + "/file/wal/ds", SyncMode::kBatch); });
+              [&] { Log::Open(root_ + "/file/wal/ds", WalSync::kBatch); });
 }
 
 TEST_F(WalTest, OpenOnReadOnlyFileSystemFails) {
@@ -933,15 +985,15 @@ TEST_F(WalTest, OpenOnReadOnlyFileSystemFails) {
   std::string error;
   if (!MountSmallTmpfs(mount_dir, &error)) GTEST_SKIP() << error;
   std::string idle = mount_dir + "/idle";
-  Log::Open(idle, SyncMode::kBatch)->CloseClean();
+  Log::Open(idle, WalSync::kBatch)->CloseClean();
   if (mount("tmpfs", mount_dir.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0) {
     GTEST_SKIP() << "cannot remount " << mount_dir << " read-only: " << std::strerror(errno);
   }
   ExpectError(Code::kIOError, {mount_dir + "/fresh", std::strerror(EROFS)},
-              [&] { Log::Open(mount_dir + "/fresh", SyncMode::kBatch); });
+              [&] { Log::Open(mount_dir + "/fresh", WalSync::kBatch); });
   // An idle writer directory can be locked there, but no segment created.
   ExpectError(Code::kIOError, {idle, std::strerror(EROFS)},
-              [&] { Log::Open(idle, SyncMode::kBatch); });
+              [&] { Log::Open(idle, WalSync::kBatch); });
 }
 
 }  // namespace
