@@ -8,6 +8,11 @@ import pytest
 from kv0.tracking import Repo
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "slow: takes minutes (test_aim.py runs Aim in its own virtual environment)")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
