@@ -116,7 +116,9 @@ def install(root_uri: Optional[str] = None, *, local_root: Optional[str] = None,
     sys.modules["aimrocks"] = this
     for sub in _SUBMODULES[:-1]:
         sys.modules[f"aimrocks.{sub}"] = getattr(this, sub)
-    if "aimrocks.lib_rocksdb" not in sys.modules:
+    # Unless a shim is there already (install() ran before), or the program
+    # imported aimrocks.lib_rocksdb through the alias before calling install().
+    if sys.modules.get("aimrocks.lib_rocksdb") in (None, lib_rocksdb):
         from kv0.aimrocks import _native
 
         shim = _native.load(lib_rocksdb) if native_types else None

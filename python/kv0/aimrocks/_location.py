@@ -182,7 +182,8 @@ def touch(marker: str) -> None:
 def exists(uri: str, storage_options: Optional[dict]) -> bool:
     """Whether a dataset exists at uri, without loading it."""
     try:
-        stream = kv0.lance.scan(uri, columns=["seq"], storage_options=storage_options or {})
+        # Opening the dataset is enough; the stream reads nothing until read.
+        stream = kv0.lance.scan(uri, storage_options=storage_options or {})
     except kv0.errors.NotFound:
         return False
     del stream

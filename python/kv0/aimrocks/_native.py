@@ -65,7 +65,6 @@ def load(surface: types.ModuleType) -> Optional[types.ModuleType]:
 
     shim = types.ModuleType(NAME, f"aimrocks' native types for compiled extensions; "
                                   f"everything else is {surface.__name__}.")
-    shim.__file__ = spec.origin
     for name, value in vars(surface).items():
         if not name.startswith("__"):
             setattr(shim, name, value)
