@@ -55,12 +55,14 @@ def aim_venv() -> Path:
         py = f"{sys.version_info.major}.{sys.version_info.minor}"
         root = cache / "kv0" / "aim-venv" / f"aim-{AIM_VERSION}-py{py}"
     ready = root / ".kv0-ready"
-    if ready.exists():
+    # A venv breaks when the interpreter it was made from changes: rebuild then.
+    stamp = f"aim=={AIM_VERSION}\n{sys.version}\n{getattr(sys, '_base_executable', '')}\n"
+    if ready.exists() and ready.read_text() == stamp:
         return root
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(f"{root}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another test process may be making it
-        if ready.exists():
+        if ready.exists() and ready.read_text() == stamp:
             return root
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=600)
@@ -69,7 +71,7 @@ def aim_venv() -> Path:
              "--disable-pip-version-check", f"aim=={AIM_VERSION}"],
             capture_output=True, text=True, timeout=1800)
         assert pip.returncode == 0, f"installing aim=={AIM_VERSION} failed:\n{pip.stderr[-4000:]}"
-        ready.write_text(f"aim=={AIM_VERSION}\n")
+        ready.write_text(stamp)
     return root
 
 
