@@ -549,7 +549,8 @@ class Stresser {
     if (!info) return got;
     got.exists = true;
     got.name = info->name.value_or("");
-    for (const auto& [key, value] : repo.Params(run_id).items()) got.params[key] = value;
+    nlohmann::json params = repo.Params(run_id);
+    for (const auto& [key, value] : params.items()) got.params[key] = value.get<double>();
     std::vector<uint64_t> ids;
     for (const auto& metric : Metrics()) {
       ids.push_back(tr::SeriesId(run_id, metric, nlohmann::json::object()));

@@ -490,8 +490,13 @@ TEST_F(PipelineTest, UpdateOfANewRunDuringItsFlushSeesTheRun) {
     cv.wait(lock, [&] { return inside; });
   }
   // The run's row is in the flush's batch, neither buffered nor committed.
-  tracking::RunInfo updated = run.Update([](tracking::RunInfo& info) { info.name = "renamed"; });
-  EXPECT_EQ(updated.name, "renamed");
+  try {
+    tracking::RunInfo updated =
+        run.Update([](tracking::RunInfo& info) { info.name = "renamed"; });
+    EXPECT_EQ(updated.name, "renamed");
+  } catch (const Error& e) {
+    ADD_FAILURE() << "Update during the flush threw: " << e.what();
+  }
   {
     std::lock_guard lock(mu);
     release = true;

@@ -235,3 +235,32 @@ def test_storage_options_reach_the_repository(s3_bucket, tmp_path):
     points = kv0_json("metrics", uri, runs[0]["run_id"], "loss", "--steps", "1:3", *flags,
                       env_wal=wal)
     assert [p["points"]["steps"] for p in points] == [[1, 2]]
+
+
+def test_one_wal_sync_parser_for_every_entry_point(tmp_path):
+    """kv0.Options, kv0.DB, kv0.tracking.Repo and the CLI check wal_sync with
+    one parser: the same values pass, and a bad one fails with one message."""
+    import kv0 as package
+    from kv0 import errors
+    from kv0.tracking import Repo
+
+    messages = []
+    with pytest.raises(errors.InvalidArgument) as bag:
+        package.Options(wal_sync="sometimes")
+    messages.append(str(bag.value))
+    with pytest.raises(errors.InvalidArgument) as db:
+        package.DB(str(tmp_path / "db"), wal_sync="sometimes", wal_dir=str(tmp_path / "wal"))
+    messages.append(str(db.value))
+    with pytest.raises(errors.InvalidArgument) as repo:
+        Repo(str(tmp_path / "repo"), wal_sync="sometimes", wal_dir=str(tmp_path / "wal"))
+    messages.append(str(repo.value))
+    cli = kv0("--wal-sync", "sometimes", "put", tmp_path / "cli", "k", "v",
+              env_wal=tmp_path / "wal", check=False)
+    assert cli.returncode == 2
+    messages.append(cli.stderr.strip().removeprefix("kv0: "))
+    expected = 'wal_sync must be "none", "batch" or "always", not "sometimes"'
+    assert all(expected in m for m in messages), messages
+
+    for mode in ("none", "batch", "always"):
+        kv0("--wal-sync", mode, "put", tmp_path / "cli", "k", mode, env_wal=tmp_path / "wal")
+        assert kv0("get", tmp_path / "cli", "k", env_wal=tmp_path / "wal").stdout == mode + "\n"
