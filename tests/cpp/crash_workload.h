@@ -68,3 +68,37 @@ inline void ApplyToModel(const kv::WriteBatch& batch, std::map<std::string, std:
 }
 
 }  // namespace kv0::testing
+
+namespace kv0::testing {
+
+// Operation i of the tracking overwrite crash test: mostly a point at one of
+// 30 steps of one of three series (so most points overwrite an earlier
+// one), now and then a flush or an optimize. Each point's value is unique.
+struct OverwriteOp {
+  enum Kind { kTrack, kFlush, kOptimize } kind = kTrack;
+  int series = 0;  // index into OverwriteSeries()
+  int64_t step = 0;
+  double value = 0;
+};
+
+inline const char* OverwriteSeries(int i) {
+  static const char* names[] = {"loss", "acc", "lr"};
+  return names[i];
+}
+
+inline OverwriteOp MakeOverwriteOp(uint64_t seed, int64_t i) {
+  std::mt19937_64 rng(seed * 1'000'003 + static_cast<uint64_t>(i));
+  OverwriteOp op;
+  int roll = static_cast<int>(rng() % 1000);
+  if (roll < 20) {
+    op.kind = OverwriteOp::kFlush;
+  } else if (roll < 24) {
+    op.kind = OverwriteOp::kOptimize;
+  }
+  op.series = static_cast<int>(rng() % 3);
+  op.step = static_cast<int64_t>(rng() % 30);
+  op.value = static_cast<double>(i) + 0.5;
+  return op;
+}
+
+}  // namespace kv0::testing

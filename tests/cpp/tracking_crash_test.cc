@@ -1,0 +1,102 @@
+// A tracking writer killed at random points of a workload that overwrites
+// earlier steps often (with flushes, automatic compactions and optimize in
+// between), then reopened: every step must read back the value of its latest
+// acknowledged point, or of the point in flight when the writer died, in the
+// points and in the statistics. Each reopen replays the writer's WAL.
+//
+// KV0_CRASH_ROUNDS sets the number of kills (default 150).
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+
+#include "crash_runner.h"
+#include "crash_workload.h"
+#include "kv0/tracking.h"
+#include "test_util.h"
+
+namespace kv0::tracking {
+namespace {
+
+using kv0::testing::MakeOverwriteOp;
+using kv0::testing::OverwriteOp;
+using kv0::testing::OverwriteSeries;
+using Steps = std::map<int64_t, double>;
+
+int Rounds() {
+  const char* text = std::getenv("KV0_CRASH_ROUNDS");
+  return text != nullptr ? std::atoi(text) : 150;
+}
+
+TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKills) {
+  kv0::testing::TempDir dir;
+  const std::string repo_path = dir / "repo", wal = dir / "wal";
+  const uint64_t seed = 15;
+  RepoOptions options;
+  options.wal_dir = wal;
+  std::mt19937_64 rng(seed);
+  std::map<int, Steps> model;  // what the operations before `done` wrote
+  int64_t done = 0;
+  uint64_t kills = 0, overwrites = 0, checked = 0;
+  const int rounds = Rounds();
+  for (int round = 0; round < rounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round) + ", from operation " + std::to_string(done));
+    bool killed = false;
+    int64_t stop_after = done + 5 + static_cast<int64_t>(rng() % 300);
+    int64_t acked = kv0::testing::RunAndKill(
+        {kv0::testing::SiblingBinary("tracking_overwrite_child"), repo_path, wal,
+         std::to_string(seed), std::to_string(done)},
+        stop_after, &killed);
+    kills += killed;
+    acked = std::max(acked, done);
+    for (int64_t i = done; i < acked; ++i) {
+      OverwriteOp op = MakeOverwriteOp(seed, i);
+      if (op.kind != OverwriteOp::kTrack) continue;
+      overwrites += model[op.series].count(op.step);
+      model[op.series][op.step] = op.value;
+    }
+    const OverwriteOp in_flight = MakeOverwriteOp(seed, acked);
+
+    Repo repo = Repo::Open(repo_path, options);  // replays the writer's WAL
+    bool applied = false;
+    for (int s = 0; s < 3; ++s) {
+      uint64_t id = SeriesId("overwrites", OverwriteSeries(s), nlohmann::json::object());
+      MetricData data = repo.ReadMany(std::vector<uint64_t>{id})[id];
+      Steps got;
+      for (size_t i = 0; i < data.size(); ++i) got[data.steps[i]] = data.values[i];
+      Steps want = model[s];
+      if (in_flight.kind == OverwriteOp::kTrack && in_flight.series == s &&
+          got.count(in_flight.step) && got[in_flight.step] == in_flight.value) {
+        want[in_flight.step] = in_flight.value;  // the point in flight made it
+        applied = true;
+      }
+      ASSERT_EQ(got, want) << OverwriteSeries(s);
+      checked += got.size();
+      if (want.empty()) continue;
+      SeriesStats stats = repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id);
+      auto [min, max] = std::minmax_element(want.begin(), want.end(), [](auto& a, auto& b) {
+        return a.second < b.second;
+      });
+      EXPECT_EQ(stats.count, want.size()) << OverwriteSeries(s);
+      EXPECT_EQ(stats.last_step, want.rbegin()->first) << OverwriteSeries(s);
+      EXPECT_EQ(stats.last, want.rbegin()->second) << OverwriteSeries(s);
+      EXPECT_EQ(stats.min, min->second) << OverwriteSeries(s);
+      EXPECT_EQ(stats.max, max->second) << OverwriteSeries(s);
+    }
+    repo.Close();
+    if (applied) model[in_flight.series][in_flight.step] = in_flight.value;
+    done = applied ? acked + 1 : acked;
+  }
+  EXPECT_GT(kills, static_cast<uint64_t>(rounds) / 2);
+  EXPECT_GT(overwrites, static_cast<uint64_t>(rounds));
+  std::printf("%llu kills, %lld operations, %llu overwrites, %llu points checked\n",
+              static_cast<unsigned long long>(kills), static_cast<long long>(done),
+              static_cast<unsigned long long>(overwrites), static_cast<unsigned long long>(checked));
+}
+
+}  // namespace
+}  // namespace kv0::tracking
