@@ -159,6 +159,7 @@ void RepoImpl::DropDeletedLocked(WriteBuffer* buf) {
   for (size_t i = 0; i < all.size(); ++i) {
     if (dropped.count(all.series_ids[i])) continue;
     kept.series_ids.push_back(all.series_ids[i]);
+    kept.seqs.push_back(all.seqs[i]);
     kept.steps.push_back(all.steps[i]);
     kept.epochs.push_back(all.epochs[i]);
     kept.has_epoch.push_back(all.has_epoch[i]);

@@ -295,12 +295,13 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
       std::vector<Point> kept;
       for (const StoredPoint& p : series) {
         out.series_ids.push_back(id);
+        out.seqs.push_back(p.seq);
         out.steps.push_back(p.step);
         out.epochs.push_back(p.epoch);
         out.has_epoch.push_back(p.has_epoch);
         out.timestamps_us.push_back(p.timestamp_us);
         out.values.push_back(p.value);
-        kept.push_back(Point{p.step, p.value, p.timestamp_us, p.address});
+        kept.push_back(Point{p.step, p.value, p.timestamp_us, p.seq});
       }
       // Steps of a split series' passes are disjoint: merging stays exact.
       exact[id].Merge(ExactStats(kept));

@@ -131,7 +131,9 @@ void RepoImpl::OpenTables() {
     if (missing.empty()) continue;
     try {
       tables_[table]->AddNullColumns(missing);
-      if (table == kMetrics) DeltasForOldPoints();
+      bool had_stats = std::none_of(missing.begin(), missing.end(),
+                                    [](const arrow::Field& f) { return f.name == "stats"; });
+      if (table == kMetrics && !had_stats) DeltasForOldPoints();
     } catch (const Error&) {
       tables_[table]->CheckoutLatest();
       auto now = ColumnNames(*tables_[table]);

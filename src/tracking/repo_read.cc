@@ -227,23 +227,19 @@ std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_
     std::vector<uint64_t> part(dirty.begin() + begin,
                                dirty.begin() + std::min(dirty.size(), begin + kMaxFilterIds));
     lance::ScanOptions scan;
-    scan.columns = {"series_id", "step", "timestamp", "value"};
+    scan.columns = PointColumns();
     scan.filter = SqlIn("series_id", part);
     scan.with_row_address = true;
-    std::map<uint64_t, std::vector<Point>> points;
+    PointsBySeries points;
     auto reader = tables_[kMetrics]->Scan(scan);
-    while (auto batch = reader.Next()) {
-      arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
-      arrow::Int64Column step(*batch, "step");
-      arrow::TimestampColumn timestamp(*batch, "timestamp");
-      arrow::Float64Column value(*batch, "value");
-      for (int64_t i = 0; i < batch->num_rows(); ++i) {
-        points[id.value(i)].push_back(
-            Point{step.value(i), value.value(i), timestamp.value(i), address.value(i)});
+    while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+    for (auto& [id, stored] : points) {
+      LatestPerStep(&stored);
+      std::vector<Point> latest;
+      for (const StoredPoint& p : stored) {
+        latest.push_back(Point{p.step, p.value, p.timestamp_us, p.seq});
       }
-    }
-    for (const auto& [id, series_points] : points) {
-      StatsDelta exact = ExactStats(series_points);
+      StatsDelta exact = ExactStats(latest);
       if (!exact.empty()) out[id] = exact.Finish();
     }
   }

@@ -68,6 +68,7 @@ const arrow::Schema& MetricsSchema() {
       {"timestamp", Type::kTimestampUs, false, kNoDictionary},
       {"value", Type::kFloat64, false, kNoDictionary},
       {"stats", Type::kBinary, true},
+      {"seq", Type::kUInt64, true, kNoDictionary},
   };
   return schema;
 }
@@ -82,7 +83,8 @@ const arrow::Schema& RecordsSchema() {
 }
 
 const arrow::Schema& MetricsLateColumns() {
-  static const arrow::Schema schema = {{"stats", Type::kBinary, true}};
+  static const arrow::Schema schema = {{"stats", Type::kBinary, true},
+                                       {"seq", Type::kUInt64, true}};
   return schema;
 }
 

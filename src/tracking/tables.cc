@@ -85,6 +85,7 @@ void PointBuffer::Add(uint64_t series_id, int64_t step, std::optional<int64_t> e
                       int64_t timestamp_us, double value, uint64_t seq, bool dirty,
                       StatsDelta* delta) {
   series_ids.push_back(series_id);
+  seqs.push_back(seq);
   steps.push_back(step);
   epochs.push_back(epoch.value_or(0));
   has_epoch.push_back(epoch.has_value());
@@ -98,6 +99,7 @@ void PointBuffer::Add(uint64_t series_id, int64_t step, std::optional<int64_t> e
 void PointBuffer::Append(PointBuffer&& other) {
   auto extend = [](auto& to, auto& from) { to.insert(to.end(), from.begin(), from.end()); };
   extend(series_ids, other.series_ids);
+  extend(seqs, other.seqs);
   extend(steps, other.steps);
   extend(epochs, other.epochs);
   extend(has_epoch, other.has_epoch);
@@ -109,6 +111,7 @@ void PointBuffer::Append(PointBuffer&& other) {
 
 void PointBuffer::Clear() {
   series_ids.clear();
+  seqs.clear();
   steps.clear();
   epochs.clear();
   has_epoch.clear();
@@ -235,6 +238,7 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
   b.float64(4).Append(std::span<const double>(points.values));
   auto& stats = b.binary(5);
   for (size_t i = 0; i < points.size(); ++i) stats.AppendNull();
+  b.uint64(6).Append(std::span<const uint64_t>(points.seqs));
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const auto& [id, delta] : points.deltas) {
     b.uint64(0).Append(kReservedSeriesId);
@@ -243,6 +247,7 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
     b.timestamp(3).Append(now_us);
     b.float64(4).Append(exact_deltas ? 1 : 0);
     b.binary(5).Append(delta.Encode());
+    b.uint64(6).AppendNull();
   }
   for (const auto& mark : marks) {
     b.uint64(0).Append(kReservedSeriesId);
@@ -251,12 +256,13 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
     b.timestamp(3).Append(now_us);
     b.float64(4).Append(0);
     b.binary(5).AppendNull();
+    b.uint64(6).AppendNull();
   }
   return OneBatch(MetricsSchema(), b);
 }
 
 std::vector<std::string> PointColumns() {
-  return {"series_id", "step", "epoch", "timestamp", "value"};
+  return {"series_id", "step", "epoch", "timestamp", "value", "seq"};
 }
 
 void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
@@ -265,6 +271,7 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
   arrow::Int64Column step(batch, "step"), epoch(batch, "epoch");
   arrow::TimestampColumn timestamp(batch, "timestamp");
   arrow::Float64Column value(batch, "value");
+  arrow::UInt64Column seq(batch, "seq");
   // Rows of one series come in runs (sorted fragments hold each series
   // together), so the series' vector is looked up once per run.
   std::vector<StoredPoint>* points = nullptr;
@@ -280,14 +287,15 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
       points_id = series;
       if (points->empty()) points->reserve(static_cast<size_t>(batch.num_rows() - i));
     }
-    points->push_back({step.value(i), address.value(i), timestamp.value(i), value.value(i),
-                       epoch.value(i), !epoch.is_null(i)});
+    points->push_back({step.value(i), seq.is_null(i) ? 0 : seq.value(i), address.value(i),
+                       timestamp.value(i), value.value(i), epoch.value(i), !epoch.is_null(i)});
   }
 }
 
 void LatestPerStep(std::vector<StoredPoint>* points) {
   auto by_step = [](const StoredPoint& a, const StoredPoint& b) {
-    return a.step != b.step ? a.step < b.step : a.address < b.address;
+    if (a.step != b.step) return a.step < b.step;
+    return a.seq != b.seq ? a.seq < b.seq : a.address < b.address;
   };
   // Points read from sorted fragments arrive in order already.
   if (!std::is_sorted(points->begin(), points->end(), by_step)) {

@@ -44,6 +44,7 @@ struct ParamChange {
 // per series they touch.
 struct PointBuffer {
   std::vector<uint64_t> series_ids;
+  std::vector<uint64_t> seqs;
   std::vector<int64_t> steps;
   std::vector<int64_t> epochs;
   std::vector<uint8_t> has_epoch;
@@ -69,10 +70,14 @@ struct Mark {
   uint64_t seq = 0;
 };
 
-// A point as scanned from metrics. At one step, the point with the larger
-// row address was written later.
+// A point as scanned from metrics. At one step the later point is the one
+// with the higher seq, and among points without one (written before the
+// column existed: seq 0) the one with the larger row address. Row addresses
+// alone do not say it: compaction and optimize give the rows they move new,
+// higher addresses, above points appended meanwhile.
 struct StoredPoint {
   int64_t step;
+  uint64_t seq;
   uint64_t address;
   int64_t timestamp_us;
   double value;
@@ -86,7 +91,8 @@ std::vector<std::string> PointColumns();
 // Adds the batch's points to *out, by series; keep, if set, filters series.
 void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
                    const std::function<bool(uint64_t series_id)>& keep = {});
-// Sorts points by step and keeps the latest point of each step.
+// Sorts points by step and keeps the latest point of each step (see
+// StoredPoint).
 void LatestPerStep(std::vector<StoredPoint>* points);
 
 // Streams for one append each: the rows, then one mark row per mark.

@@ -1033,7 +1033,7 @@ class OldTablesTest : public RepoTest {
     lance::Dataset::Create(Uri() + "/runs.lance", {}, runs, create).Append(OneBatch(run));
 
     const arrow::Schema metrics = Without(MetricsSchema(), MetricsLateColumns());
-    ASSERT_EQ(metrics.size(), MetricsSchema().size() - 1);
+    ASSERT_EQ(metrics.size(), MetricsSchema().size() - MetricsLateColumns().size());
     arrow::BatchBuilder point(metrics);
     point.uint64(Col(metrics, "series_id")).Append(series_id_);
     point.int64(Col(metrics, "step")).Append(3);
@@ -1600,6 +1600,48 @@ TEST_F(RepoTest, RecomputeSeriesStatsRepairsDoubleCountedSteps) {
   EXPECT_EQ(b.GetSeriesStats(ids).at(id).count, 6u);
   a.Optimize();
   EXPECT_EQ(b.GetSeriesStats(ids).at(id), stats);
+}
+
+// --- The later point of a step wins wherever compaction moves the earlier ----
+
+// Points carry their seq: row addresses alone would let a compaction that
+// rewrites an older fragment (giving its rows new, higher addresses) revive
+// a point that a newer one, in a fragment it left alone, overwrote.
+TEST_F(RepoTest, LaterPointWinsAfterCompactionMovesTheEarlierOne) {
+  RepoOptions options = Opts();
+  options.flush_rows = size_t{4} << 20;  // each flush below is one commit
+  Repo first = Repo::Open(Uri(), options);
+  tracking::Run run = first.CreateRun(NewRun{.run_id = "r"});
+  run.Track(1.0, "loss", {.step = 0});
+  first.Flush();
+  run.Track(3.0, "other", {.step = 0});
+  first.Flush();
+  {
+    // Another handle overwrites step 0 in a fragment too large for
+    // compaction to touch.
+    Repo second = Repo::Open(Uri(), options);
+    tracking::Run again = second.ResumeRun("r");
+    again.Track(2.0, "loss", {.step = 0});
+    for (int64_t i = 0; i < static_cast<int64_t>(lance::kCompactTargetRows); ++i) {
+      again.Track(0.5, "filler", {.step = i});
+    }
+    second.Close();
+  }
+  // Compaction merges the two small fragments, the one holding the first
+  // point included, into a new one after the large fragment.
+  lance::Dataset metrics = Table(Uri(), kMetricsTable);
+  lance::CompactResult compacted = metrics.Compact({});
+  ASSERT_GE(compacted.removed.size(), 2u);
+
+  uint64_t loss = SeriesId("r", "loss", json::object());
+  Repo reader = Open();
+  auto read = reader.ReadMany(Ids({loss}))[loss];
+  EXPECT_EQ(read.values, std::vector<double>{2.0});
+  reader.RecomputeSeriesStats(Ids({loss}));
+  EXPECT_EQ(reader.GetSeriesStats(Ids({loss})).at(loss).last, 2.0);
+  reader.Optimize();
+  EXPECT_EQ(reader.ReadMany(Ids({loss}))[loss].values, std::vector<double>{2.0});
+  EXPECT_EQ(reader.GetSeriesStats(Ids({loss})).at(loss).last, 2.0);
 }
 
 }  // namespace

@@ -63,7 +63,8 @@ TEST(TrackingSchema, LateColumnsCompleteOldTables) {
   runs.AddNullColumns(RunsLateColumns());
   ExpectStored(runs, RunsSchema());
 
-  arrow::Schema old_metrics(MetricsSchema().begin(), MetricsSchema().end() - 1);
+  arrow::Schema old_metrics(MetricsSchema().begin(),
+                            MetricsSchema().end() - MetricsLateColumns().size());
   auto metrics = lance::Dataset::Create(dir / "metrics.lance", {}, old_metrics, {});
   metrics.AddNullColumns(MetricsLateColumns());
   ExpectStored(metrics, MetricsSchema());
