@@ -1,135 +1,36 @@
-"""kv0.DB and kv0.tracking.Repo on Azure Blob Storage, against an Azurite
-server (the Azure emulator, an npm package scripts/setup.sh installs) that
-this module starts on loopback."""
+"""kv0 on object stores: kv0.lance, kv0.DB and kv0.tracking.Repo on every
+backend the suite runs on loopback (moto's S3 server, Azurite), through the
+`store` fixture of conftest.py, with the storage options docs/operations.md
+shows. Backend-specific settings are tested at the end."""
 
 import base64
-import hashlib
-import hmac
-import http.client
 import math
-import os
-import shutil
-import socket
-import subprocess
 import threading
 import time
-import uuid
-from email.utils import formatdate
-from pathlib import Path
 
 import lance
 import pyarrow as pa
 import pytest
 
 import kv0
+from conftest import AZURITE_ACCOUNT, free_port
 from kv0 import errors
 from kv0.tracking import Repo, series_id
 
-# The well-known development account every Azurite has.
-ACCOUNT = "devstoreaccount1"
-ACCOUNT_KEY = (
-    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
-ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_767_225_600_000_000  # 2026-01-01T00:00:00Z in microseconds
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def azurite_binary():
-    local = ROOT / "node_modules" / ".bin" / "azurite-blob"
-    if local.exists():
-        return str(local)
-    return shutil.which("azurite-blob")
-
-
-@pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
-    """An Azurite blob server on 127.0.0.1; yields its URL (no account)."""
-    binary = azurite_binary()
-    if binary is None:
-        reason = "azurite-blob not found: scripts/setup.sh installs it (npm install)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)  # CI ran setup.sh: a missing server is a failure there
-        pytest.skip(reason)
-    location = tmp_path_factory.mktemp("azurite")
-    port = free_port()
-    log = open(location / "azurite.log", "wb")
-    # --disableTelemetry: Azurite would otherwise report usage over the network.
-    server = subprocess.Popen(
-        [binary, "--blobHost", "127.0.0.1", "--blobPort", str(port),
-         "--location", str(location), "--silent", "--skipApiVersionCheck", "--loose",
-         "--disableTelemetry"],
-        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+def table(first: int, n: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(first, first + n), pa.uint64()),
+            "v": pa.array([f"v{i}" for i in range(first, first + n)], pa.utf8()),
+        }
     )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if server.poll() is not None:
-                log.flush()
-                output = (location / "azurite.log").read_text(errors="replace")
-                pytest.fail(f"azurite-blob exited with {server.returncode}:\n{output}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"azurite-blob did not listen on port {port} within 60 s")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        log.close()
 
 
-def create_container(endpoint: str, name: str) -> None:
-    """PUT ?restype=container, signed with SharedKey: what an SDK sends."""
-    date = formatdate(usegmt=True)
-    version = "2021-08-06"
-    path = f"/{ACCOUNT}/{name}"  # path-style: the account is the first segment
-    string_to_sign = "\n".join(
-        ["PUT"] + [""] * 11  # verb, then the standard headers, all empty
-        + [f"x-ms-date:{date}", f"x-ms-version:{version}",
-           f"/{ACCOUNT}{path}", "restype:container"])
-    signature = base64.b64encode(hmac.new(
-        base64.b64decode(ACCOUNT_KEY), string_to_sign.encode(), hashlib.sha256).digest())
-    host, port = endpoint.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    try:
-        conn.request("PUT", path + "?restype=container", headers={
-            "x-ms-date": date,
-            "x-ms-version": version,
-            "Authorization": f"SharedKey {ACCOUNT}:{signature.decode()}",
-            "Content-Length": "0",
-        })
-        response = conn.getresponse()
-        body = response.read()
-    finally:
-        conn.close()
-    assert response.status == 201, (response.status, body)
-
-
-@pytest.fixture
-def container(azurite):
-    """A fresh container; yields (name, storage_options)."""
-    name = "kv0-" + uuid.uuid4().hex[:12]
-    create_container(azurite, name)
-    options = {
-        "azure_storage_account_name": ACCOUNT,
-        "azure_storage_account_key": ACCOUNT_KEY,
-        "azure_storage_endpoint": f"{azurite}/{ACCOUNT}",
-        "allow_http": "true",
-    }
-    yield name, options
+def read(stream) -> pa.Table:
+    return pa.RecordBatchReader.from_stream(stream).read_all()
 
 
 @pytest.fixture
@@ -137,12 +38,49 @@ def wal(tmp_path):
     return str(tmp_path / "wal")
 
 
+# --- kv0.lance -------------------------------------------------------------------------
+
+
+def test_create_append_scan_take(store):
+    options = store.options
+    uri = store.uri("db/data.lance")
+    kv0.lance.write(uri, table(0, 10), storage_options=options)
+
+    # Two writers append at once; Lance rebases the later commit, so both land.
+    errors_seen = []
+
+    def append(first):
+        try:
+            kv0.lance.write(uri, table(first, 10), storage_options=options, mode="append")
+        except Exception as e:  # reported below
+            errors_seen.append(e)
+
+    threads = [threading.Thread(target=append, args=(f,)) for f in (100, 200)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors_seen == []
+
+    ids = sorted(read(kv0.lance.scan(uri, storage_options=options))["id"].to_pylist())
+    assert ids == list(range(10)) + list(range(100, 110)) + list(range(200, 210))
+
+    with_addr = read(kv0.lance.scan(uri, with_row_address=True, storage_options=options))
+    by_id = dict(zip(with_addr["id"].to_pylist(), with_addr["_rowaddr"].to_pylist()))
+    taken = read(kv0.lance.take(uri, [by_id[205], by_id[3]], ["v"], storage_options=options))
+    assert taken["v"].to_pylist() == ["v205", "v3"]
+
+    # What kv0 stored is a plain Lance dataset.
+    pylance = lance.dataset(uri, storage_options=options)
+    assert pylance.count_rows() == 30
+
+
 # --- kv0.DB ------------------------------------------------------------------------
 
 
-def test_db_put_get_delete_iterate_reopen(container, wal, tmp_path):
-    name, options = container
-    uri = f"az://{name}/db"
+def test_db_put_get_delete_iterate_reopen(store, wal, tmp_path):
+    options = store.options
+    uri = store.uri("db")
     db = kv0.DB(uri, storage_options=options, wal_dir=wal, flush_interval=3600.0)
     assert db.get(b"a") is None
     for i in range(200):
@@ -187,21 +125,20 @@ def test_db_put_get_delete_iterate_reopen(container, wal, tmp_path):
         assert reader.get(b"after") == b"reopen"
 
 
-def test_db_unflushed_writes_survive_through_the_wal(container, wal):
-    name, options = container
-    uri = f"az://{name}/db"
-    db = kv0.DB(uri, storage_options=options, wal_dir=wal, flush_interval=3600.0)
+def test_db_unflushed_writes_survive_through_the_wal(store, wal):
+    uri = store.uri("db")
+    db = kv0.DB(uri, storage_options=store.options, wal_dir=wal, flush_interval=3600.0)
     db.put(b"k", b"v")
     db.close()
-    with kv0.DB(uri, storage_options=options, wal_dir=wal) as again:
+    with kv0.DB(uri, storage_options=store.options, wal_dir=wal) as again:
         assert again.get(b"k") == b"v"
 
 
-def test_db_two_handles_commit_at_once(container, tmp_path):
-    """Lance commits on Azure with conditional writes; two handles committing
-    at the same time both land."""
-    name, options = container
-    uri = f"az://{name}/shared"
+def test_db_two_handles_commit_at_once(store, tmp_path):
+    """Lance commits with conditional writes; two handles committing at the
+    same time both land."""
+    options = store.options
+    uri = store.uri("shared")
     kv0.DB(uri, storage_options=options, wal_dir=str(tmp_path / "wal0")).close()
     failures = []
 
@@ -229,9 +166,9 @@ def test_db_two_handles_commit_at_once(container, tmp_path):
 # --- kv0.tracking.Repo ----------------------------------------------------------------
 
 
-def test_repo_runs_params_metrics_records(container, wal, tmp_path):
-    name, options = container
-    uri = f"az://{name}/repo"
+def test_repo_runs_params_metrics_records(store, wal, tmp_path):
+    options = store.options
+    uri = store.uri("repo")
     with Repo(uri, storage_options=options, wal_dir=wal, flush_interval=3600.0) as repo:
         run = repo.create_run("r1", name="baseline", experiment="mnist", created_at=T0)
         run.set_params({"optimizer": {"name": "adam", "lr": 1e-3}, "batch": 32})
@@ -255,9 +192,9 @@ def test_repo_runs_params_metrics_records(container, wal, tmp_path):
         assert math.isclose(s["last"], 9.9) and s["min"] == 0.0 and s["non_finite"] == 0
         assert stats[acc]["count"] == 1
 
-        table = pa.table(repo.read_many([loss]))
-        assert table["step"].to_pylist() == list(range(100))
-        assert table["value"].to_pylist() == [step / 10 for step in range(100)]
+        points = pa.table(repo.read_many([loss]))
+        assert points["step"].to_pylist() == list(range(100))
+        assert points["value"].to_pylist() == [step / 10 for step in range(100)]
         window = pa.table(repo.read_many([loss, acc], start=98))
         assert window["series_id"].to_pylist() == [loss, loss, acc]
 
@@ -283,22 +220,58 @@ def test_repo_runs_params_metrics_records(container, wal, tmp_path):
         assert [r["item_id"] for r in repo.records("evals", item_prefix="q2")] == ["q2"]
         assert repo.run("r1")["status"] == "finished"
 
-    # What kv0 stored on Azure is plain Lance datasets.
+    # What kv0 stored is plain Lance datasets.
     runs = lance.dataset(f"{uri}/runs.lance", storage_options=options).to_table()
     assert "r1" in runs["run_id"].to_pylist()
     assert lance.dataset(f"{uri}/metrics.lance", storage_options=options).count_rows() > 0
 
 
-# --- storage options --------------------------------------------------------------------
+# --- Storage options -------------------------------------------------------------------
 
 
-def test_emulator_option(container, wal, azurite, monkeypatch):
+def test_bad_settings_fail_with_kv0_errors(store, wal):
+    options = store.options
+    uri = store.uri("db")
+    with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
+        db.put(b"k", b"v")
+
+    no_http = {k: v for k, v in options.items() if k != "allow_http"}
+    nobody_listens = store.options_via(f"http://127.0.0.1:{free_port()}",
+                                       client_max_retries="0", connect_timeout="5s",
+                                       timeout="10s")
+    for i, bad in enumerate((no_http, nobody_listens)):
+        started = time.monotonic()
+        with pytest.raises(errors.StoreIOError) as raised:
+            kv0.DB(uri, storage_options=bad, wal_dir=f"{wal}-bad{i}")
+        assert isinstance(raised.value, OSError)
+        assert time.monotonic() - started < 60
+    # The right options still work after all that.
+    with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
+        assert db.get(b"k") == b"v"
+
+
+def test_s3_storage_options_are_passed_through(s3_bucket):
+    bucket, options = s3_bucket
+    uri = f"s3://{bucket}/opts.lance"
+    kv0.lance.write(uri, table(0, 1), storage_options=options)
+    wrong_keys = dict(options, aws_access_key_id="nobody", aws_secret_access_key="wrong")
+    # moto accepts any key, so a wrong endpoint is what must fail.
+    wrong_endpoint = dict(options, aws_endpoint="http://127.0.0.1:1")
+    with pytest.raises(kv0.errors.Error):
+        read(kv0.lance.scan(uri, storage_options=wrong_endpoint))
+    no_http = {k: v for k, v in options.items() if k != "allow_http"}
+    with pytest.raises(kv0.errors.Error):
+        read(kv0.lance.scan(uri, storage_options=no_http))
+    assert read(kv0.lance.scan(uri, storage_options=wrong_keys)).num_rows == 1
+
+
+def test_azure_emulator_option(container, wal, azurite, monkeypatch):
     """azure_storage_use_emulator: object_store takes the account, key and
     http from the emulator defaults, and the URL from AZURITE_BLOB_STORAGE_URL."""
     name, _ = container
     monkeypatch.setenv("AZURITE_BLOB_STORAGE_URL", azurite)
     options = {"azure_storage_use_emulator": "true",
-               "azure_storage_account_name": ACCOUNT}
+               "azure_storage_account_name": AZURITE_ACCOUNT}
     uri = f"az://{name}/emulated"
     with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
         db.put(b"k", b"v")
@@ -306,23 +279,17 @@ def test_emulator_option(container, wal, azurite, monkeypatch):
         assert db.get(b"k") == b"v"
 
 
-def test_bad_settings_fail_with_kv0_errors(container, wal):
+def test_azure_wrong_key_fails_with_kv0_errors(container, wal):
     name, options = container
     uri = f"az://{name}/db"
     with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
         db.put(b"k", b"v")
-
     wrong_key = dict(options, azure_storage_account_key=base64.b64encode(b"x" * 64).decode())
-    no_http = {k: v for k, v in options.items() if k != "allow_http"}
-    nobody_listens = dict(options, azure_storage_endpoint=f"http://127.0.0.1:{free_port()}/x",
-                          client_max_retries="0", connect_timeout="5s", timeout="10s")
-    for i, bad in enumerate((wrong_key, no_http, nobody_listens)):
-        started = time.monotonic()
-        with pytest.raises(errors.StoreIOError) as raised:
-            kv0.DB(uri, storage_options=bad, wal_dir=f"{wal}-bad{i}")
-        assert isinstance(raised.value, OSError)
-        assert time.monotonic() - started < 60
-
+    started = time.monotonic()
+    with pytest.raises(errors.StoreIOError) as raised:
+        kv0.DB(uri, storage_options=wrong_key, wal_dir=f"{wal}-bad")
+    assert isinstance(raised.value, OSError)
+    assert time.monotonic() - started < 60
     with pytest.raises(errors.StoreIOError, match="403|uthenticat"):
         Repo(f"az://{name}/repo", storage_options=wrong_key, wal_dir=f"{wal}-repo")
     # The right options still work after all that.
