@@ -13,13 +13,14 @@ printf '\n== C++ tests under address and undefined-behaviour sanitizers\n'
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=address,undefined \
   -DKV0_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/asan -j2
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+# Fewer kills in the crash test: every process is slower under ASan.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0_CRASH_ROUNDS=40 \
   ctest --test-dir build/asan --output-on-failure -j2
 
 printf '\n== concurrent C++ tests under the thread sanitizer\n'
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=thread \
   -DKV0_BUILD_TOOLS=OFF >/dev/null
-cmake --build build/tsan -j2 --target kv_test lru_cache_test background_test repo_test
+cmake --build build/tsan -j2 --target kv_test lru_cache_test background_test repo_test pipeline_test
 tsan_log=build/tsan/tsan.log
 : > "$tsan_log"
 export TSAN_OPTIONS="exitcode=0 report_signal_unsafe=0 suppressions=$PWD/tests/cpp/tsan.supp"
@@ -28,8 +29,15 @@ build/tsan/tests/cpp/background_test --gtest_filter=-*Fork* 2>>"$tsan_log"
 build/tsan/tests/cpp/kv_test --gtest_filter='KvTest.ConcurrentWritersAndReaders:*Interval*:*TwoHandles*' 2>>"$tsan_log"
 build/tsan/tests/cpp/repo_test \
   --gtest_filter='*Concurrent*' 2>>"$tsan_log"
+build/tsan/tests/cpp/pipeline_test --gtest_filter='*Racing*:*DuringItsFlush*' 2>>"$tsan_log"
 unset TSAN_OPTIONS
 scripts/tsan_report.py "$tsan_log"
+
+printf '\n== kv0 stress: random kills, then injected faults (about 2 minutes)\n'
+stress_dir=$(mktemp -d)
+build/kv0 stress --dir "$stress_dir/clean" --duration 60
+build/kv0 stress --dir "$stress_dir/faults" --duration 60 --faults
+rm -rf "$stress_dir"
 
 printf '\n== Python tests\n'
 .venv/bin/python -m pytest -q tests/python

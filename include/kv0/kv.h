@@ -67,6 +67,18 @@ struct Options {
   // A handle closing with at least this many entries saves its view.
   size_t snapshot_min_entries = 100000;
 
+  // --- Object stores ---------------------------------------------------------
+  // A bound on each object-store request, and how often a failed one is
+  // retried (the storage options "timeout" and "client_max_retries"
+  // override them). Local directories and memory:// need neither.
+  std::chrono::milliseconds request_timeout{30000};
+  uint32_t request_retries = 3;
+  // A bound on each commit (a flush's append, a compaction): one that takes
+  // longer fails with IOError, its writes stay buffered and logged, and
+  // later flushes retry them. Close() takes at most about this long. 0: no
+  // bound.
+  std::chrono::milliseconds commit_timeout{60000};
+
   // --- Consistency -----------------------------------------------------------
   std::chrono::seconds tombstone_grace{3600};
   std::chrono::milliseconds refresh_interval{1000};

@@ -245,6 +245,13 @@ struct RepoOptions {
   // Lance cleans up versions older than this every 20 commits.
   std::chrono::seconds version_retention{7 * 24 * 3600};
 
+  // Object stores, as for kv0::kv::Options: a bound on each request, its
+  // retries, and a bound on each commit. A flush writes up to four commits,
+  // so Close() takes at most about four commit_timeouts.
+  std::chrono::milliseconds request_timeout{30000};
+  uint32_t request_retries = 3;
+  std::chrono::milliseconds commit_timeout{60000};
+
   // Write-ahead log, as for kv0::kv::Options.
   std::string wal_dir;
   WalSync wal_sync = WalSync::kBatch;

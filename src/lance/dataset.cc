@@ -33,7 +33,7 @@ void Check(int status, const std::string& what) {
     case LANCE_CORRUPTION:
       code = Code::kCorruption;
       break;
-    default:  // LANCE_IO_ERROR, LANCE_INTERNAL
+    default:  // LANCE_IO_ERROR, LANCE_TIMEOUT (worth retrying), LANCE_INTERNAL
       code = Code::kIOError;
       break;
   }
@@ -289,6 +289,20 @@ bool IsOffsetOverflow(const Error& e) {
 void SetCommitHookForTesting(CommitHook hook) {
   std::lock_guard lock(commit_hook_mu);
   commit_hook = hook ? std::make_shared<CommitHook>(std::move(hook)) : nullptr;
+}
+
+void Dataset::SetCommitTimeout(std::chrono::milliseconds timeout) {
+  Check(lance_dataset_set_commit_timeout(raw_.get(), static_cast<uint64_t>(timeout.count())),
+        "set the commit timeout of " + uri_);
+}
+
+StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseconds request_timeout,
+                                  uint32_t request_retries) {
+  if (request_timeout.count() > 0) {
+    options.try_emplace("timeout", std::to_string(request_timeout.count()) + "ms");
+  }
+  options.try_emplace("client_max_retries", std::to_string(request_retries));
+  return options;
 }
 
 CommitResult Dataset::Append(arrow::OwnedStream rows) {

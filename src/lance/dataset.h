@@ -158,6 +158,11 @@ class Dataset {
                                 const std::vector<std::string>& columns) const;
 
   // --- Writing ----------------------------------------------------------------
+  // Bounds each later commit through this handle (Append, WriteFragments,
+  // CommitUpdate, Compact, Delete, AddNullColumns); zero lifts the bound. A
+  // commit that takes longer is abandoned and throws kIOError saying it
+  // timed out: it may or may not have taken effect.
+  void SetCommitTimeout(std::chrono::milliseconds timeout);
   // Appends the stream's rows as one fragment in one commit. An empty stream
   // commits nothing and returns the current version.
   CommitResult Append(arrow::OwnedStream rows);
@@ -203,6 +208,13 @@ class Dataset {
   StorageOptions options_;
   std::unique_ptr<LanceDataset, Free> raw_;
 };
+
+// Storage options with kv0's defaults for object-store clients added where
+// `options` names none: a bound on each request ("timeout", in object_store's
+// duration syntax) and the number of retries of a failed request
+// ("client_max_retries", Lance's key). Local paths and memory:// ignore them.
+StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseconds request_timeout,
+                                  uint32_t request_retries);
 
 // The names of the immediate children of the location uri (files and
 // directories; common prefixes on object stores), sorted. A location that

@@ -207,6 +207,8 @@ void WritePipeline::FlushLocked() {
     pending_ = std::move(batch);
     in_flight_ = nullptr;
     for (wal::Abandoned& claim : claims) claims_.push_back(std::move(claim));
+    ++failures_;
+    retry_at_ = std::chrono::steady_clock::now() + Backoff(failures_);
     throw;
   }
 
@@ -214,6 +216,8 @@ void WritePipeline::FlushLocked() {
     std::lock_guard lock(mu_);
     in_flight_ = nullptr;
     committed_through_ = std::max(committed_through_, through);
+    failures_ = 0;
+    retry_at_ = {};
   }
   // Failures here are harmless: the marks just committed make a replay skip
   // these records, and a later flush deletes the segments.
@@ -255,13 +259,14 @@ void WritePipeline::FlushSoon() {
   std::weak_ptr<void> owner = owner_;
   Background::Get().SubmitOnce(flush_queued_, [this, owner] {
     auto keep = owner.lock();  // keeps this pipeline alive too
-    if (!keep || !is_open()) return;
+    if (!keep || !is_open() || BackingOff()) return;
     auto flushes = LockFlushes();
     FlushLocked();
   });
 }
 
 void WritePipeline::FlushForBackpressure() {
+  if (BackingOff()) return;
   try {
     auto flushes = LockFlushes();
     FlushLocked();
@@ -269,12 +274,23 @@ void WritePipeline::FlushForBackpressure() {
   }
 }
 
+std::chrono::milliseconds WritePipeline::Backoff(int failures) {
+  constexpr std::chrono::milliseconds kFirst{1000}, kMost{60000};
+  if (failures >= 7) return kMost;
+  return std::min(kMost, kFirst * (1 << (failures - 1)));
+}
+
+bool WritePipeline::BackingOff() const {
+  std::lock_guard lock(mu_);
+  return std::chrono::steady_clock::now() < retry_at_;
+}
+
 void WritePipeline::OnTick(std::chrono::steady_clock::time_point now) {
   bool due;
   {
     std::lock_guard lock(mu_);
     if (state_ != State::kOpen) return;
-    due = !pending_->empty() && now - last_flush_ >= options_.flush_interval;
+    due = !pending_->empty() && now - last_flush_ >= options_.flush_interval && now >= retry_at_;
   }
   if (wal_) wal_->SyncIfDue(now);
   if (due) FlushSoon();

@@ -17,7 +17,11 @@
 //      to this seq are in storage".
 //   4. Only then are the sealed segments deleted. If the commit fails, the
 //      batch goes back in front of the writes made meanwhile and its
-//      segments stay; the next flush commits both.
+//      segments stay; the next flush commits both. Flushes the pipeline
+//      starts itself (the background ones, and a writer's when the buffer
+//      runs over) back off after failures: the n-th consecutive failure
+//      waits min(2^(n-1), 60) seconds before the next try. Flush(), sync
+//      writes and Close() always try.
 //
 // Opening replays the WALs of writers that are gone: it claims their
 // directories, skips every record their marks say is committed, applies the
@@ -226,8 +230,11 @@ class WritePipeline {
   void FlushSoon();
   // Flushes on the caller's thread (the background flush is not keeping up)
   // and ignores a failure: the caller's write is logged and buffered, and
-  // stays so until a flush succeeds.
+  // stays so until a flush succeeds. Does nothing while backing off.
   void FlushForBackpressure();
+
+  // How long to wait after the n-th consecutive failed flush (n >= 1).
+  static std::chrono::milliseconds Backoff(int failures);
 
   // The background thread's tick: the WAL's batch-mode fsync and the
   // flush_interval flush.
@@ -242,6 +249,8 @@ class WritePipeline {
   enum class State { kNew, kOpen, kClosing, kClosed };
 
   void Replay();
+  // Whether automatic flushes wait (after failures) for retry_at_.
+  bool BackingOff() const;
   // Under mu_: stop, keep every WAL file, release the locks.
   void AbandonLocked();
 
@@ -262,6 +271,8 @@ class WritePipeline {
   uint64_t written_ = 0;                // tickets handed out
   uint64_t committed_through_ = 0;      // every ticket up to this is committed
   std::chrono::steady_clock::time_point last_flush_;
+  int failures_ = 0;                                  // consecutive failed flushes
+  std::chrono::steady_clock::time_point retry_at_{};  // no automatic flush before this
 };
 
 }  // namespace kv0::pipeline

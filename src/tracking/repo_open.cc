@@ -71,9 +71,16 @@ pipeline::Options PipelineOptions(const std::string& uri, const std::string& wal
 
 static_assert(kTableCount <= pipeline::kMaxTables);
 
+// The options with kv0's object-store client defaults in the storage options.
+static RepoOptions WithClientDefaults(RepoOptions options) {
+  options.storage_options = lance::WithClientDefaults(
+      std::move(options.storage_options), options.request_timeout, options.request_retries);
+  return options;
+}
+
 RepoImpl::RepoImpl(std::string uri, const RepoOptions& options)
     : uri_(std::move(uri)),
-      options_(options),
+      options_(WithClientDefaults(options)),
       wal_dir_(IsMemoryUri(uri_)
                    ? std::string()
                    : wal::DatasetDir(wal::ResolveRoot(options.wal_dir), "repo:" + uri_)),
@@ -86,8 +93,9 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   }
   std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
   repo->OpenTables();
-  repo->records_ = std::make_unique<RecordsStore>(
-      repo->uri_, options.storage_options, &repo->pipeline_.clock(), options.version_retention);
+  repo->records_ =
+      std::make_unique<RecordsStore>(repo->uri_, repo->options_.storage_options,
+                                     &repo->pipeline_.clock(), options.version_retention);
   // One listing: repositories of earlier versions kept every records table
   // in one dataset; it is copied into per-table datasets once, and kept.
   if (!IsMemoryUri(repo->uri_) && repo->records_->HasLegacy()) repo->records_->MigrateLegacy();
@@ -117,6 +125,7 @@ void RepoImpl::OpenTables() {
         tables_[t] = std::make_shared<lance::Dataset>(lance::Dataset::Open(uri, storage));
       }
     }
+    tables_[t]->SetCommitTimeout(options_.commit_timeout);
   }
   // Tables written before the later columns existed gain them, all null (a
   // metadata-only commit). Two handles racing here: the loser's commit fails

@@ -357,7 +357,17 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
     done(kSeries, [&] { buf.series.clear(); });
   }
   if (!buf.points.empty()) {
-    tables_[kMetrics]->Append(MetricsStream(buf.points, MarksOf(buf, kMetrics)));
+    try {
+      tables_[kMetrics]->Append(MetricsStream(buf.points, MarksOf(buf, kMetrics)));
+    } catch (const Error&) {
+      // A commit that failed may still have happened (a timeout after Lance
+      // wrote the manifest), and then the retry stores these statistics
+      // twice. Dirty deltas are recomputed from the points, which a second
+      // copy does not change: reads keep one point per step.
+      auto locked = pipeline_.Lock();
+      for (auto& [id, delta] : buf.points.deltas) delta.set_dirty();
+      throw;
+    }
     done(kMetrics, [&] {
       buf.points.Clear();  // keeps the columns' capacity for the next batch
       std::swap(buf.points, spare_points_);

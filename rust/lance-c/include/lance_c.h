@@ -38,6 +38,10 @@ struct ArrowArrayStream;
 // A bug: a panic inside the crate or Lance, caught at the boundary.
 #define LANCE_INTERNAL 8
 
+// A commit took longer than the handle's commit timeout and was abandoned;
+// it may or may not have taken effect.
+#define LANCE_TIMEOUT 9
+
 // Which of a dataset's string maps a call reads or writes.
 typedef enum LanceMapKind {
   // The dataset configuration (manifest config).
@@ -193,6 +197,11 @@ int32_t lance_dataset_update_map(const struct LanceDataset *dataset,
                                  enum LanceMapKind kind,
                                  const struct LanceKeyValue *entries,
                                  size_t entries_len);
+
+// Bounds every later commit through the handle (appends, written fragments,
+// updates, compactions, deletes, added columns) to `milliseconds`; 0 lifts
+// the bound. A commit that takes longer fails with `LANCE_TIMEOUT`.
+int32_t lance_dataset_set_commit_timeout(const struct LanceDataset *dataset, uint64_t milliseconds);
 
 // The message of the last failed call on this thread. The pointer stays
 // valid until the next failing call on the same thread.

@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 use std::ffi::c_char;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
 
 use arrow::array::{StringArray, TimestampMicrosecondArray, UInt64Array};
 use arrow::ffi::FFI_ArrowSchema;
@@ -26,12 +28,23 @@ use crate::runtime::block_on;
 /// that move the handle to a newer version never move it backwards.
 pub struct LanceDataset {
     current: Mutex<Dataset>,
+    /// Milliseconds a commit through this handle may take; 0: no bound.
+    commit_timeout_ms: AtomicU64,
 }
 
 impl LanceDataset {
     pub fn new(dataset: Dataset) -> Self {
         LanceDataset {
             current: Mutex::new(dataset),
+            commit_timeout_ms: AtomicU64::new(0),
+        }
+    }
+
+    /// How long a commit through this handle may take.
+    pub fn commit_timeout(&self) -> Option<Duration> {
+        match self.commit_timeout_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
         }
     }
 
@@ -476,6 +489,22 @@ pub unsafe extern "C" fn lance_dataset_update_map(
             Ok::<_, lance::Error>(dataset)
         })?;
         handle.advance(dataset);
+        Ok(())
+    })
+}
+
+/// Bounds every later commit through the handle (appends, written fragments,
+/// updates, compactions, deletes, added columns) to `milliseconds`; 0 lifts
+/// the bound. A commit that takes longer fails with `LANCE_TIMEOUT`.
+#[no_mangle]
+pub unsafe extern "C" fn lance_dataset_set_commit_timeout(
+    dataset: *const LanceDataset,
+    milliseconds: u64,
+) -> i32 {
+    guard(|| {
+        handle(dataset)?
+            .commit_timeout_ms
+            .store(milliseconds, Ordering::Relaxed);
         Ok(())
     })
 }

@@ -23,6 +23,9 @@ pub const LANCE_ALREADY_EXISTS: i32 = 6;
 pub const LANCE_CORRUPTION: i32 = 7;
 /// A bug: a panic inside the crate or Lance, caught at the boundary.
 pub const LANCE_INTERNAL: i32 = 8;
+/// A commit took longer than the handle's commit timeout and was abandoned;
+/// it may or may not have taken effect.
+pub const LANCE_TIMEOUT: i32 = 9;
 
 /// A failure on its way to the C caller.
 pub struct Failure {

@@ -21,7 +21,7 @@ use lance_index::IndexType;
 use crate::dataset::{handle, LanceDataset};
 use crate::error::{guard, Failure};
 use crate::ffi::{give_batches, give_ids, out, text};
-use crate::runtime::block_on;
+use crate::runtime::{block_on, block_on_within};
 
 /// How `lance_dataset_compact` merges fragments.
 #[repr(C)]
@@ -61,7 +61,7 @@ pub unsafe extern "C" fn lance_dataset_compact(
             lance_options.target_rows_per_fragment = options.target_rows_per_fragment;
         }
         let mut dataset = handle.snapshot();
-        let (dataset, removed, added) = block_on(async move {
+        let (dataset, removed, added) = block_on_within(handle.commit_timeout(), async move {
             let plan = plan_compaction(&dataset, &lance_options).await?;
             let mut results = Vec::with_capacity(plan.num_tasks());
             for task in plan.compaction_tasks() {
@@ -104,7 +104,7 @@ pub unsafe extern "C" fn lance_dataset_delete(
         let handle = handle(dataset)?;
         let predicate = text(predicate, "predicate")?.to_owned();
         let mut dataset = handle.snapshot();
-        let dataset = block_on(async move {
+        let dataset = block_on_within(handle.commit_timeout(), async move {
             dataset.delete(&predicate).await?;
             Ok::<_, lance::Error>(dataset)
         })?;
@@ -133,7 +133,7 @@ pub unsafe extern "C" fn lance_dataset_add_null_columns(
             )));
         }
         let mut dataset = handle.snapshot();
-        let dataset = block_on(async move {
+        let dataset = block_on_within(handle.commit_timeout(), async move {
             let transform = NewColumnTransform::AllNulls(Arc::new(schema));
             dataset.add_columns(transform, None, None).await?;
             Ok::<_, lance::Error>(dataset)

@@ -3,6 +3,9 @@
 
 use std::future::Future;
 use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::error::{Failure, LANCE_TIMEOUT};
 
 static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
 
@@ -30,5 +33,38 @@ where
             std::panic::resume_unwind(join_error.into_panic())
         }
         Err(join_error) => panic!("Lance task was cancelled: {join_error}"),
+    }
+}
+
+/// As `block_on`, but gives up after `timeout` (None: waits as long as it
+/// takes) and aborts the task: work cut short at an await point may or may
+/// not have taken effect, which the `LANCE_TIMEOUT` failure says.
+pub fn block_on_within<F, T, E>(timeout: Option<Duration>, future: F) -> Result<T, Failure>
+where
+    F: Future<Output = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Into<Failure> + Send + 'static,
+{
+    let Some(timeout) = timeout else {
+        return block_on(future).map_err(Into::into);
+    };
+    let mut handle = runtime().spawn(future);
+    let waited = runtime().block_on(async { tokio::time::timeout(timeout, &mut handle).await });
+    match waited {
+        Ok(Ok(output)) => output.map_err(Into::into),
+        Ok(Err(join_error)) if join_error.is_panic() => {
+            std::panic::resume_unwind(join_error.into_panic())
+        }
+        Ok(Err(join_error)) => panic!("Lance task was cancelled: {join_error}"),
+        Err(_) => {
+            handle.abort();
+            Err(Failure::new(
+                LANCE_TIMEOUT,
+                format!(
+                    "the commit did not finish within {} ms; it may or may not have taken effect",
+                    timeout.as_millis()
+                ),
+            ))
+        }
     }
 }

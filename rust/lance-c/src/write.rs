@@ -17,7 +17,7 @@ use lance_table::format::Fragment;
 use crate::dataset::{handle, LanceDataset};
 use crate::error::{guard, Failure, Result};
 use crate::ffi::{give_ids, out, u64s};
-use crate::runtime::block_on;
+use crate::runtime::block_on_within;
 
 /// Fragments written but not yet committed.
 pub struct LanceFragments {
@@ -100,7 +100,7 @@ pub unsafe extern "C" fn lance_dataset_append(
         let reader = input(stream)?;
         let out_version = out(out_version, "output version")?;
         let dataset = handle.snapshot();
-        let (committed, ids) = block_on(async move {
+        let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
             let written = write_uncommitted(dataset.clone(), reader).await?;
             if written.is_empty() {
                 return Ok::<_, lance::Error>((dataset, Vec::new()));
@@ -127,10 +127,12 @@ pub unsafe extern "C" fn lance_dataset_write_fragments(
     out_fragments: *mut *mut LanceFragments,
 ) -> i32 {
     guard(|| {
-        let dataset = handle(dataset)?.snapshot();
+        let handle = handle(dataset)?;
+        let dataset = handle.snapshot();
         let reader = input(stream)?;
         let out_fragments = out(out_fragments, "output fragments")?;
-        let fragments = block_on(write_uncommitted(dataset, reader))?;
+        let fragments =
+            block_on_within(handle.commit_timeout(), write_uncommitted(dataset, reader))?;
         *out_fragments = Box::into_raw(Box::new(LanceFragments { fragments }));
         Ok(())
     })
@@ -202,7 +204,7 @@ pub unsafe extern "C" fn lance_dataset_commit_update(
                 ),
             ));
         }
-        let (committed, ids) = block_on(async move {
+        let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
             let operation = Operation::Update {
                 removed_fragment_ids: removed,
                 updated_fragments: Vec::new(),
