@@ -27,6 +27,16 @@
 // handle always reads its own writes and, at query time, everything other
 // writers committed.
 //
+// Slow stores. Queries read the store, so they wait for it, but never
+// without a bound: each request for at most request_timeout (retried
+// request_retries times), the query's flush for at most commit_timeout per
+// table, and then the query fails with IOError (the buffered writes stay
+// buffered and logged). Run::Update and CreateRun read too (the stored
+// record; deletions, at most once a second), with the same bounds. Track
+// and SetParams never wait on the store: they only log and buffer (a
+// writer that runs twice flush_rows ahead of the background flush tries
+// one flush itself, unless flushes are backing off after failures).
+//
 // Concurrency. Repo and Run are thread-safe. Many processes may write to one
 // repository at once (all writes are appends). Changes to one run merge field
 // by field: two writers that change different fields never undo each other,

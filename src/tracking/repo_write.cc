@@ -376,6 +376,9 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
 }
 
 void RepoImpl::AfterCommit(pipeline::Batch& batch) {
+  // A closing handle leaves compaction to the next one: close takes only
+  // its flush's commits.
+  if (closed_) return;
   auto& buf = static_cast<WriteBuffer&>(batch);
   for (int t = 0; t < kTableCount; ++t) {
     if (buf.committed[t]) MaybeCompact(t);
