@@ -54,7 +54,7 @@ if [[ ! -x .venv/bin/python ]]; then
 fi
 stamp=.venv/.kv0-tools
 tools=(pip "scikit-build-core>=0.10" "nanobind>=2.4" pytest pyarrow "pylance>=14,<15" duckdb
-       "moto[server]" polars)
+       "moto[server]" polars "gcp-storage-emulator==2026.7.19")
 if [[ ! -f $stamp || "$(cat "$stamp")" != "${tools[*]}" ]]; then
   log "installing Python tools"
   .venv/bin/python -m pip install -q --upgrade "${tools[@]}"

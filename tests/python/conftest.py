@@ -3,7 +3,8 @@ loopback only.
 
 Every server is started by the first test that needs it and stopped at the end
 of the session: moto's S3 server (PyPI), Azurite (npm, installed by
-scripts/setup.sh). The `store` fixture hands a test a fresh bucket on one of
+scripts/setup.sh) and gcp-storage-emulator (PyPI) with the XML API that
+gcs_emulator.py adds. The `store` fixture hands a test a fresh bucket on one of
 them, with the storage options kv0 needs to reach it (the same options
 docs/operations.md shows), so one test body runs on every backend.
 """
@@ -192,20 +193,53 @@ def container(azurite):
     yield name, azure_options(azurite)
 
 
+# --- GCS ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """A GCS emulator on 127.0.0.1 (see gcs_emulator.py); yields it."""
+    from gcs_emulator import GcsEmulator
+
+    server = GcsEmulator()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def gcs_options(endpoint: str) -> dict:
+    # A static bearer token: no credential lookup, which outside GCE would
+    # otherwise ask the metadata server.
+    return {
+        "google_base_url": endpoint,
+        "google_storage_token": "testing",
+        "allow_http": "true",
+    }
+
+
+@pytest.fixture
+def gcs_bucket(gcs_server):
+    """A fresh bucket on the GCS emulator; yields (bucket, storage_options)."""
+    name = "kv0-" + uuid.uuid4().hex[:12]
+    gcs_server.create_bucket(name)
+    yield name, gcs_options(gcs_server.url)
+
+
 # --- One fixture for every backend ------------------------------------------------
 
 
 @dataclasses.dataclass
 class Store:
-    """A fresh bucket (S3) or container (Azure) on a server this suite runs."""
+    """A fresh bucket (S3, GCS) or container (Azure) on a server this suite runs."""
 
-    kind: str  # "s3", "azure"
+    kind: str  # "s3", "azure", "gcs"
     bucket: str
     endpoint: str  # the server's URL, http://127.0.0.1:PORT
     options: dict  # storage options that reach it
 
     def uri(self, path: str) -> str:
-        scheme = {"s3": "s3", "azure": "az"}[self.kind]
+        scheme = {"s3": "s3", "azure": "az", "gcs": "gs"}[self.kind]
         return f"{scheme}://{self.bucket}/{path}"
 
     @property
@@ -218,8 +252,10 @@ class Store:
         options = dict(self.options, **extra)
         if self.kind == "s3":
             options["aws_endpoint"] = url
-        else:
+        elif self.kind == "azure":
             options["azure_storage_endpoint"] = f"{url}/{AZURITE_ACCOUNT}"
+        else:
+            options["google_base_url"] = url
         return options
 
 
@@ -230,12 +266,15 @@ def make_store(kind: str, request) -> Store:
     elif kind == "azure":
         server = request.getfixturevalue("azurite")
         name, options = request.getfixturevalue("container")
+    elif kind == "gcs":
+        server = request.getfixturevalue("gcs_server").url
+        name, options = request.getfixturevalue("gcs_bucket")
     else:
         raise ValueError(kind)
     return Store(kind, name, server, options)
 
 
-@pytest.fixture(params=["s3", "azure"])
+@pytest.fixture(params=["s3", "azure", "gcs"])
 def store(request):
     """A fresh bucket on each backend in turn."""
     return make_store(request.param, request)

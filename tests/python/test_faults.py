@@ -22,12 +22,15 @@ from kv0 import errors
 from kv0.tracking import Repo, series_id
 
 # Few retries and short client timeouts, so that a request through a broken
-# connection fails within seconds instead of being retried for minutes.
+# connection fails within seconds instead of being retried for minutes. Lance
+# takes a request that failed after its retries for throttling, halves its
+# request rate and retries again; lance_aimd_max_retries 0 turns that off.
 FAST_FAILING = {
     "client_max_retries": "1",
     "client_retry_timeout": "10",
     "connect_timeout": "2s",
     "timeout": "30s",
+    "lance_aimd_max_retries": "0",
 }
 
 

@@ -1,10 +1,15 @@
 """kv0 on object stores: kv0.lance, kv0.DB and kv0.tracking.Repo on every
-backend the suite runs on loopback (moto's S3 server, Azurite), through the
-`store` fixture of conftest.py, with the storage options docs/operations.md
-shows. Backend-specific settings are tested at the end."""
+backend the suite runs on loopback (moto's S3 server, Azurite, a GCS
+emulator), through the `store` fixture of conftest.py, with the storage
+options docs/operations.md shows. Backend-specific settings are tested at
+the end."""
 
+import ast
 import base64
+import http.client
+import json
 import math
+import re
 import threading
 import time
 
@@ -13,7 +18,7 @@ import pyarrow as pa
 import pytest
 
 import kv0
-from conftest import AZURITE_ACCOUNT, free_port
+from conftest import AZURITE_ACCOUNT, ROOT, free_port
 from kv0 import errors
 from kv0.tracking import Repo, series_id
 
@@ -295,3 +300,60 @@ def test_azure_wrong_key_fails_with_kv0_errors(container, wal):
     # The right options still work after all that.
     with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
         assert db.get(b"k") == b"v"
+
+
+def test_gcs_service_account_key_option(gcs_bucket, gcs_server, wal):
+    """A service account key with disable_oauth: object_store sends no token
+    request and takes the URL from the key's gcs_base_url."""
+    name, _ = gcs_bucket
+    key = {"private_key": "unused", "private_key_id": "unused",
+           "client_email": "kv0-tests@example.invalid", "disable_oauth": True,
+           "gcs_base_url": gcs_server.url}
+    options = {"google_service_account_key": json.dumps(key), "allow_http": "true"}
+    uri = f"gs://{name}/keyed"
+    with kv0.DB(uri, storage_options=options, wal_dir=wal) as db:
+        db.put(b"k", b"v")
+    with kv0.DB(uri, storage_options=options, wal_dir=wal + "2") as db:
+        assert db.get(b"k") == b"v"
+
+
+def test_gcs_emulator_refuses_a_second_conditional_create(gcs_bucket, gcs_server):
+    """Lance commits a version by creating its manifest only if it does not
+    exist; the emulator must refuse the second create, or the concurrent
+    tests above would pass while losing commits."""
+    name, _ = gcs_bucket
+    statuses = []
+    for body in (b"first", b"second"):
+        conn = http.client.HTTPConnection("127.0.0.1", gcs_server.port, timeout=30)
+        try:
+            conn.request("PUT", f"/{name}/manifest", body=body,
+                         headers={"x-goog-if-generation-match": "0"})
+            response = conn.getresponse()
+            response.read()
+            statuses.append(response.status)
+        finally:
+            conn.close()
+    assert statuses == [200, 412]
+    conn = http.client.HTTPConnection("127.0.0.1", gcs_server.port, timeout=30)
+    try:
+        conn.request("GET", f"/{name}/manifest")
+        assert conn.getresponse().read() == b"first"
+    finally:
+        conn.close()
+
+
+def documented_options() -> dict:
+    """The storage options docs/operations.md shows for each backend."""
+    text = (ROOT / "docs" / "operations.md").read_text()
+    section = text.split("## Object stores", 1)[1].split("\n## ", 1)[0]
+    shown = {}
+    for block in re.findall(r"```python\n(.*?)```", section, re.S):
+        options = ast.literal_eval(block.split("=", 1)[1].strip())
+        kind = {"aws": "s3", "google": "gcs", "azure": "azure"}[
+            next(iter(options)).split("_", 1)[0]]
+        shown[kind] = options
+    return shown
+
+
+def test_operations_doc_shows_the_options_the_tests_use(store):
+    assert set(documented_options()[store.kind]) == set(store.options)
