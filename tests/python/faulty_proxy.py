@@ -58,7 +58,7 @@ class FaultyProxy:
         self.upstream = (upstream_host, upstream_port)
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
-        self._stall_until: Optional[float] = None  # math.inf-like: held until resume()
+        self._stall_until: Optional[float] = None  # None while stalled: until resume()
         self._stalled = False
         self._reset_share = 0.0
         self._outage = False

@@ -11,6 +11,8 @@ docs/design.md, "Guarantees under failure").
 
 from __future__ import annotations
 
+import http.client
+import threading
 import time
 
 import pyarrow as pa
@@ -48,6 +50,50 @@ def read_all_keys(db) -> dict:
     items = db.iteritems()
     items.seek_to_first()
     return dict(items)
+
+
+# --- The proxy itself ----------------------------------------------------------------
+
+
+def http_get(port: int, path: str = "/") -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_proxy_passes_stalls_resets_and_cuts(s3_server):
+    """What the tests below rely on, checked against moto directly."""
+    upstream = int(s3_server.rsplit(":", 1)[1])
+    with FaultyProxy("127.0.0.1", upstream) as p:
+        assert http_get(p.port) == 200
+
+        p.stall()  # until resume()
+        answered = []
+        t = threading.Thread(target=lambda: answered.append(http_get(p.port)))
+        t.start()
+        t.join(timeout=0.5)
+        assert answered == []  # held back while the stall lasts
+        p.resume()
+        t.join(timeout=30)
+        assert answered == [200]
+
+        p.outage()
+        with pytest.raises(OSError):
+            http_get(p.port)
+        p.resume()
+        assert http_get(p.port) == 200
+
+        p.reset(1.0)
+        with pytest.raises(OSError):
+            http_get(p.port)
+        assert p.resets == 2
+        p.passthrough()
+        assert http_get(p.port) == 200
 
 
 # --- kv0.DB ------------------------------------------------------------------------
