@@ -295,32 +295,48 @@ def test_repo_outage_and_recovery(store, proxy, tmp_path):
         assert sorted(r["run_id"] for r in fresh.runs()) == ["a", "b"]
 
 
-# --- Stalls: need kv0's commit timeouts (issue 14, C++ side) ---------------------------
+# --- Stalls: need kv0's own bounds on a slow store (issue 14, C++ side) ------------------
 
-# The options the timeouts are expected to take (seconds), and what each bounds:
-# commit_timeout a flush's commits, close_timeout a close's final flush,
-# refresh_timeout the check for a newer version that a read may make.
-STALL_TIMEOUTS = {"commit_timeout": 2.0, "close_timeout": 4.0, "refresh_timeout": 1.0}
-STALL_SECONDS = 20.0  # far longer than every timeout above
+# A stall holds every response back far longer than any bound below. Each case
+# names kv0 options (seconds) and the storage options beside them:
+# - "commit": commit_timeout alone bounds a flush, because the client's
+#   request timeout (30 s in FAST_FAILING) outlasts the stall;
+# - "request": request_timeout and request_retries, which kv0 hands to the
+#   client when the storage options do not set `timeout` and
+#   `client_max_retries` themselves, bound every request.
+STALL_SECONDS = 20.0
 MARGIN = 10.0  # upper bounds only, generous: this machine is shared
+STALL_CASES = {
+    "commit": ({"commit_timeout": 2.0}, FAST_FAILING),
+    "request": ({"request_timeout": 1.0, "request_retries": 0},
+                {"lance_aimd_max_retries": "0"}),
+}
 
 
-def open_or_skip(factory, **timeouts):
+def flush_bound(timeouts: dict) -> float:
+    """How long a flush may take with the store stalled, before the margin."""
+    if "commit_timeout" in timeouts:
+        return timeouts["commit_timeout"]
+    return (timeouts["request_retries"] + 1) * timeouts["request_timeout"]
+
+
+def open_or_skip(factory, timeouts: dict):
     try:
         return factory(**timeouts)
     except (TypeError, errors.InvalidArgument) as e:
-        pytest.skip(f"kv0 has no timeout options {sorted(timeouts)} yet ({e}); "
+        pytest.skip(f"kv0 has no options {sorted(timeouts)} yet ({e}); "
                     "issue 14 adds them on the C++ side")
 
 
-@pytest.mark.parametrize("timeouts", [STALL_TIMEOUTS], ids=["commit-close-refresh"])
-def test_db_stall_longer_than_the_timeouts(store, proxy, tmp_path, timeouts):
+@pytest.mark.parametrize("case", sorted(STALL_CASES))
+def test_db_stall_longer_than_the_timeouts(store, proxy, tmp_path, case):
+    timeouts, client = STALL_CASES[case]
     uri = store.uri("db")
-    options = via(store, proxy)
+    options = store.options_via(proxy.url, **client)
     db = open_or_skip(lambda **t: kv0.DB(uri, storage_options=options,
                                          wal_dir=str(tmp_path / "wal"),
                                          flush_interval=3600.0, refresh_interval=0.1, **t),
-                      **timeouts)
+                      timeouts)
     acked = {}
     for i in range(10):
         db.put(b"k%02d" % i, b"v")
@@ -333,17 +349,18 @@ def test_db_stall_longer_than_the_timeouts(store, proxy, tmp_path, timeouts):
     started = time.monotonic()
     with pytest.raises(errors.StoreIOError):
         db.flush()
-    assert time.monotonic() - started < timeouts["commit_timeout"] + MARGIN
-    # Reads answer from memory while the store hangs, refresh due or not.
+    assert time.monotonic() - started < flush_bound(timeouts) + MARGIN
+    # Reads answer from memory while the store hangs, with a refresh due:
+    # long before the stall ends.
     time.sleep(0.2)
     started = time.monotonic()
     assert db.get(b"stalled") == b"s"
     assert db.get(b"k03") == b"v"
-    assert time.monotonic() - started < 2 * timeouts["refresh_timeout"] + MARGIN
+    assert time.monotonic() - started < STALL_SECONDS / 2
     started = time.monotonic()
     with pytest.raises(errors.StoreIOError):
-        db.close()
-    assert time.monotonic() - started < timeouts["close_timeout"] + MARGIN
+        db.close()  # its one commit fails within the same bound
+    assert time.monotonic() - started < flush_bound(timeouts) + MARGIN
 
     proxy.passthrough()
     kv0.DB(uri, storage_options=options, wal_dir=str(tmp_path / "wal")).close()  # replays
@@ -352,14 +369,15 @@ def test_db_stall_longer_than_the_timeouts(store, proxy, tmp_path, timeouts):
         assert read_all_keys(fresh) == acked
 
 
-@pytest.mark.parametrize("timeouts", [STALL_TIMEOUTS], ids=["commit-close-refresh"])
-def test_repo_stall_longer_than_the_timeouts(store, proxy, tmp_path, timeouts):
+@pytest.mark.parametrize("case", sorted(STALL_CASES))
+def test_repo_stall_longer_than_the_timeouts(store, proxy, tmp_path, case):
+    timeouts, client = STALL_CASES[case]
     uri = store.uri("repo")
-    options = via(store, proxy)
+    options = store.options_via(proxy.url, **client)
     repo = open_or_skip(lambda **t: Repo(uri, storage_options=options,
                                          wal_dir=str(tmp_path / "wal"),
                                          flush_interval=3600.0, **t),
-                        **timeouts)
+                        timeouts)
     tracked = Tracked()
     run = repo.create_run("r1")
     for step in range(10):
@@ -367,16 +385,19 @@ def test_repo_stall_longer_than_the_timeouts(store, proxy, tmp_path, timeouts):
     repo.flush()
 
     proxy.stall(STALL_SECONDS)
-    for step in range(10, 20):
+    started = time.monotonic()
+    for step in range(10, 20):  # never waits on the store
         tracked.track(run, float(step), "loss", step)
+    tracked.set_params(run, {"stalled": True})
+    assert time.monotonic() - started < MARGIN
     started = time.monotonic()
     with pytest.raises(errors.StoreIOError):
         repo.flush()
-    assert time.monotonic() - started < timeouts["commit_timeout"] + MARGIN
+    assert time.monotonic() - started < 4 * flush_bound(timeouts) + MARGIN
     started = time.monotonic()
     with pytest.raises(errors.StoreIOError):
-        repo.close()
-    assert time.monotonic() - started < timeouts["close_timeout"] + MARGIN
+        repo.close()  # one commit per table it writes, each bounded
+    assert time.monotonic() - started < 4 * flush_bound(timeouts) + MARGIN
 
     proxy.passthrough()
     Repo(uri, storage_options=options, wal_dir=str(tmp_path / "wal")).close()
