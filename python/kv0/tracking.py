@@ -88,7 +88,8 @@ class Repo(_native._Repo):
     Repo(uri, *, storage_options=None, flush_rows=50000, flush_interval=5.0,
          max_fragments=32, optimize_memory=256 << 20,
          version_retention=7 * 86400, wal_dir=None, wal_sync="batch",
-         mark_ttl=30 * 86400, replay_stale_wal=False)
+         mark_ttl=30 * 86400, replay_stale_wal=False, request_timeout=30.0,
+         request_retries=3, commit_timeout=60.0)
 
     uri: a directory (str or path) or an object-store URI (s3://, gs://,
     az://, memory://). storage_options: object-store settings handed to
@@ -104,7 +105,12 @@ class Repo(_native._Repo):
     (also fsynced about every 100 ms) or "always" (fsynced before every
     write returns).
     mark_ttl: seconds WAL marks are kept. replay_stale_wal: replay a WAL
-    older than mark_ttl instead of refusing to open.
+    older than mark_ttl instead of refusing to open. request_timeout:
+    seconds an object-store request may take, retried request_retries
+    times (the storage options "timeout" and "client_max_retries" override
+    both). commit_timeout: seconds a commit may take (0: no bound); a flush
+    whose commit takes longer raises StoreIOError and keeps its writes
+    buffered and logged.
 
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
@@ -134,6 +140,9 @@ class Repo(_native._Repo):
         wal_sync: str = "batch",
         mark_ttl: float = 30 * 86400,
         replay_stale_wal: bool = False,
+        request_timeout: float = 30.0,
+        request_retries: int = 3,
+        commit_timeout: float = 60.0,
     ) -> None:
         super().__init__(
             os.fspath(uri),
@@ -147,6 +156,9 @@ class Repo(_native._Repo):
             wal_sync=wal_sync,
             mark_ttl=float(mark_ttl),
             replay_stale_wal=replay_stale_wal,
+            request_timeout=float(request_timeout),
+            request_retries=request_retries,
+            commit_timeout=float(commit_timeout),
         )
         self._opened = True
         _open_repos.add(self)

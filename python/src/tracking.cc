@@ -625,7 +625,8 @@ void BindTracking(nb::module_& m) {
              std::optional<std::map<std::string, std::string>> storage_options, size_t flush_rows,
              double flush_interval, size_t max_fragments, size_t optimize_memory,
              double version_retention, std::optional<std::string> wal_dir,
-             const std::string& wal_sync, double mark_ttl, bool replay_stale_wal) {
+             const std::string& wal_sync, double mark_ttl, bool replay_stale_wal,
+             double request_timeout, uint32_t request_retries, double commit_timeout) {
             tr::RepoOptions o;
             if (storage_options) o.storage_options = std::move(*storage_options);
             o.flush_rows = flush_rows;
@@ -637,6 +638,9 @@ void BindTracking(nb::module_& m) {
             o.wal_sync = kv0::ParseWalSync(wal_sync);
             o.mark_ttl = Seconds(mark_ttl, "mark_ttl");
             o.replay_stale_wal = replay_stale_wal;
+            o.request_timeout = Millis(request_timeout, "request_timeout");
+            o.request_retries = request_retries;
+            o.commit_timeout = Millis(commit_timeout, "commit_timeout");
             std::optional<tr::Repo> repo;
             {
               nb::gil_scoped_release release;
@@ -647,7 +651,8 @@ void BindTracking(nb::module_& m) {
           "uri"_a, nb::kw_only(), "storage_options"_a = nb::none(), "flush_rows"_a = 50000,
           "flush_interval"_a = 5.0, "max_fragments"_a = 32, "optimize_memory"_a = size_t{256} << 20,
           "version_retention"_a = 7 * 86400.0, "wal_dir"_a = nb::none(), "wal_sync"_a = "batch",
-          "mark_ttl"_a = 30 * 86400.0, "replay_stale_wal"_a = false)
+          "mark_ttl"_a = 30 * 86400.0, "replay_stale_wal"_a = false, "request_timeout"_a = 30.0,
+          "request_retries"_a = 3, "commit_timeout"_a = 60.0)
       .def_prop_ro("uri", &PyRepo::uri, "The repository's location, as opened.")
       .def_prop_ro("closed", &PyRepo::closed, "True once close() was called.")
       .def(

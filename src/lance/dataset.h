@@ -158,10 +158,11 @@ class Dataset {
                                 const std::vector<std::string>& columns) const;
 
   // --- Writing ----------------------------------------------------------------
-  // Bounds each later commit through this handle (Append, WriteFragments,
-  // CommitUpdate, Compact, Delete, AddNullColumns); zero lifts the bound. A
-  // commit that takes longer is abandoned and throws kIOError saying it
-  // timed out: it may or may not have taken effect.
+  // Bounds each later commit through this handle (Append, CommitUpdate,
+  // Delete, AddNullColumns); zero lifts the bound. A commit that takes
+  // longer is abandoned and throws kIOError saying it timed out: it may or
+  // may not have taken effect. WriteFragments and Compact, which rewrite
+  // data of any size, are not bounded.
   void SetCommitTimeout(std::chrono::milliseconds timeout);
   // Appends the stream's rows as one fragment in one commit. An empty stream
   // commits nothing and returns the current version.

@@ -318,8 +318,11 @@ std::unique_ptr<pipeline::Batch> RepoImpl::NewBatch() {
 void RepoImpl::Commit(pipeline::Batch& batch) {
   auto& buf = static_cast<WriteBuffer&>(batch);
   // Other writers' deletes, checked at most once a second: rows of runs
-  // deleted elsewhere are dropped instead of committed.
-  LoadTombstones(false);
+  // deleted elsewhere are dropped instead of committed. A closing handle
+  // skips the check (it reads the store, and close waits only for its
+  // commits): rows it then commits for such runs stay hidden, as those of
+  // any writer racing a delete do, and optimize removes them.
+  if (!closed_) LoadTombstones(false);
   {
     auto locked = pipeline_.Lock();
     DropDeletedLocked(&buf);

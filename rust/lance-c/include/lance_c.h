@@ -198,9 +198,10 @@ int32_t lance_dataset_update_map(const struct LanceDataset *dataset,
                                  const struct LanceKeyValue *entries,
                                  size_t entries_len);
 
-// Bounds every later commit through the handle (appends, written fragments,
-// updates, compactions, deletes, added columns) to `milliseconds`; 0 lifts
-// the bound. A commit that takes longer fails with `LANCE_TIMEOUT`.
+// Bounds every later commit through the handle (appends, updates, deletes,
+// added columns) to `milliseconds`; 0 lifts the bound. A commit that takes
+// longer fails with `LANCE_TIMEOUT`. Writing uncommitted fragments and
+// compaction, which rewrite data of any size, are not bounded.
 int32_t lance_dataset_set_commit_timeout(const struct LanceDataset *dataset, uint64_t milliseconds);
 
 // The message of the last failed call on this thread. The pointer stays

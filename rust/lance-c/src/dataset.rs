@@ -493,9 +493,10 @@ pub unsafe extern "C" fn lance_dataset_update_map(
     })
 }
 
-/// Bounds every later commit through the handle (appends, written fragments,
-/// updates, compactions, deletes, added columns) to `milliseconds`; 0 lifts
-/// the bound. A commit that takes longer fails with `LANCE_TIMEOUT`.
+/// Bounds every later commit through the handle (appends, updates, deletes,
+/// added columns) to `milliseconds`; 0 lifts the bound. A commit that takes
+/// longer fails with `LANCE_TIMEOUT`. Writing uncommitted fragments and
+/// compaction, which rewrite data of any size, are not bounded.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_set_commit_timeout(
     dataset: *const LanceDataset,

@@ -61,7 +61,7 @@ pub unsafe extern "C" fn lance_dataset_compact(
             lance_options.target_rows_per_fragment = options.target_rows_per_fragment;
         }
         let mut dataset = handle.snapshot();
-        let (dataset, removed, added) = block_on_within(handle.commit_timeout(), async move {
+        let (dataset, removed, added) = block_on(async move {
             let plan = plan_compaction(&dataset, &lance_options).await?;
             let mut results = Vec::with_capacity(plan.num_tasks());
             for task in plan.compaction_tasks() {

@@ -17,7 +17,7 @@ use lance_table::format::Fragment;
 use crate::dataset::{handle, LanceDataset};
 use crate::error::{guard, Failure, Result};
 use crate::ffi::{give_ids, out, u64s};
-use crate::runtime::block_on_within;
+use crate::runtime::{block_on, block_on_within};
 
 /// Fragments written but not yet committed.
 pub struct LanceFragments {
@@ -131,8 +131,7 @@ pub unsafe extern "C" fn lance_dataset_write_fragments(
         let dataset = handle.snapshot();
         let reader = input(stream)?;
         let out_fragments = out(out_fragments, "output fragments")?;
-        let fragments =
-            block_on_within(handle.commit_timeout(), write_uncommitted(dataset, reader))?;
+        let fragments = block_on(write_uncommitted(dataset, reader))?;
         *out_fragments = Box::into_raw(Box::new(LanceFragments { fragments }));
         Ok(())
     })
