@@ -43,15 +43,34 @@ std::optional<uint64_t> ParseNumber(std::string_view s) {
   return v;
 }
 
-void ReadFile(int fd, const std::string& path, std::string& out) {
+// The first `limit` bytes of the file at path (all of it, if shorter), or
+// nullopt if it does not exist.
+std::optional<std::string> ReadSegmentFile(const std::string& path, uint64_t limit = UINT64_MAX) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::nullopt;
+    ThrowIOError(path, "cannot open segment", errno);
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    int err = errno;
+    close(fd);
+    ThrowIOError(path, "cannot stat segment", err);
+  }
+  std::string out(std::min(static_cast<uint64_t>(st.st_size), limit), '\0');
   size_t done = 0;
   while (done < out.size()) {
     ssize_t n = pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) ThrowIOError(path, "cannot read segment", errno);
-    if (n == 0) ThrowIOError(path, "segment shrank while being read", EIO);
+    int err = n < 0 ? errno : EIO;
+    if (n <= 0) {
+      close(fd);
+      ThrowIOError(path, n < 0 ? "cannot read segment" : "segment shrank while being read", err);
+    }
     done += static_cast<size_t>(n);
   }
+  close(fd);
+  return out;
 }
 
 void TruncateFile(const std::string& path, uint64_t size) {
@@ -117,26 +136,8 @@ bool ReadableRecordFollows(const std::string& data, size_t from, size_t align) {
 // record after it (the file is read whole: this happens only for a writer's
 // unused last segment, or for damage).
 bool MappedRecordAfterZeroLength(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return false;
-    ThrowIOError(path, "cannot open segment", errno);
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    ThrowIOError(path, "cannot stat segment", err);
-  }
-  std::string data(static_cast<size_t>(st.st_size), '\0');
-  try {
-    ReadFile(fd, path, data);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
-  return ReadableRecordFollows(data, kMappedAlign, kMappedAlign);
+  std::optional<std::string> data = ReadSegmentFile(path);
+  return data && ReadableRecordFollows(*data, kMappedAlign, kMappedAlign);
 }
 
 // Parses the records of a segment written with write calls. Returns where
@@ -231,24 +232,10 @@ std::pair<uint64_t, uint64_t> ReadSegment(const Segment& segment, bool last,
   const std::string& path = segment.path;
   // ListSegments found no record in it: its first length is zero.
   if (segment.name.mapped && segment.size == 0) return {0, 0};
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) ThrowIOError(path, "cannot open segment", errno);
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    ThrowIOError(path, "cannot stat segment", err);
-  }
-  uint64_t end = static_cast<uint64_t>(st.st_size);
-  if (segment.name.valid_bytes) end = std::min(end, *segment.name.valid_bytes);
-  std::string data(end, '\0');
-  try {
-    ReadFile(fd, path, data);
-  } catch (...) {
-    close(fd);
-    throw;
-  }
-  close(fd);
+  std::optional<std::string> read =
+      ReadSegmentFile(path, segment.name.valid_bytes.value_or(UINT64_MAX));
+  if (!read) ThrowIOError(path, "cannot open segment", ENOENT);
+  const std::string& data = *read;
 
   size_t good = segment.name.mapped ? ParseMappedRecords(path, data, last, records)
                                     : ParseRecords(path, data, last, records);
