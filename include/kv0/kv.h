@@ -164,6 +164,9 @@ struct Stats {
   uint64_t stored_rows = 0;
   uint64_t flushes = 0;
   uint64_t compactions = 0;
+  // Refreshes that rebuilt the view from every fragment, because another
+  // writer's compaction dropped rows it held (see docs/decisions.md).
+  uint64_t view_reloads = 0;
   bool opened_from_snapshot = false;
 };
 

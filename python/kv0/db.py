@@ -16,7 +16,7 @@ import weakref
 from typing import Any, Iterable, Iterator, Optional
 
 from kv0 import errors
-from kv0._kv0 import _DB, parse_wal_sync
+from kv0._kv0 import _DB, _Options, parse_wal_sync
 
 # kv0's own options and their types; everything else an Options bag holds is
 # an engine-tuning option of another store and is ignored.
@@ -220,7 +220,7 @@ class DB(_DB):
                 if name not in (b"default", "default"):
                     raise errors.NotSupported("kv0 has only the default column family")
         path = str(path)
-        super().__init__(path, **options)
+        super().__init__(path, _Options(options))
         self._path = path
         self._closed = False
         _open_handles.add(self)

@@ -1,8 +1,10 @@
-// Python bindings of kv0::kv: the native _DB, _WriteBatch and _Iterator
-// that kv0.DB and friends (python/kv0/db.py) build on.
+// Python bindings of kv0::kv: the native _DB, _Options and _Iterator that
+// kv0.DB and friends (python/kv0/db.py) build on.
 //
-// Every call that can wait on a kv0 lock, on I/O or on Lance's runtime
-// releases the GIL; Lance's log callback takes it back only to log.
+// Every method that can reach Lance, a kv0 lock or Lance's runtime runs
+// without the GIL (kReleaseGil, gil_free.h says why); that is every method
+// here but _Options' constructor and _Iterator's valid() and key(), which
+// only read memory. Lance's log callback takes the GIL back only to log.
 
 #include "kv0/kv.h"
 
@@ -12,48 +14,146 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <optional>
+
 #include "arrow_capsule.h"
+#include "gil_free.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace kv0::python {
+
+// A write batch, built from a list of (kind, key, value) tuples while the GIL
+// is held: kind 0 put, 1 delete (value None), 2 delete range (value: end).
+struct BatchArg {
+  kv::WriteBatch batch;
+};
+
+}  // namespace kv0::python
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<kv0::python::BatchArg> {
+  NB_TYPE_CASTER(kv0::python::BatchArg, const_name("list[tuple[int, bytes, bytes | None]]"))
+
+  static bool Bytes(PyObject* o, std::string_view* out) {
+    if (!PyBytes_Check(o)) return false;
+    *out = {PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o))};
+    return true;
+  }
+
+  bool from_python(handle src, uint32_t, cleanup_list*) noexcept {
+    if (!PyList_Check(src.ptr())) return false;
+    try {
+      value.batch.Clear();
+      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(src.ptr()); ++i) {
+        PyObject* op = PyList_GET_ITEM(src.ptr(), i);
+        if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) != 3) return false;
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
+        if (kind == -1 && PyErr_Occurred()) {
+          PyErr_Clear();
+          return false;
+        }
+        std::string_view key, second;
+        if (!Bytes(PyTuple_GET_ITEM(op, 1), &key)) return false;
+        if (kind == 0 || kind == 2) {
+          if (!Bytes(PyTuple_GET_ITEM(op, 2), &second)) return false;
+        }
+        if (kind == 0) {
+          value.batch.Put(key, second);
+        } else if (kind == 1) {
+          value.batch.Delete(key);
+        } else if (kind == 2) {
+          value.batch.DeleteRange(key, second);
+        } else {
+          return false;
+        }
+      }
+      return true;
+    } catch (...) {
+      return false;
+    }
+  }
+  static handle from_cpp(const kv0::python::BatchArg&, rv_policy, cleanup_list*) noexcept {
+    return handle();
+  }
+};
+
+template <>
+struct type_caster<kv0::kv::Stats> {
+  NB_TYPE_CASTER(kv0::kv::Stats, const_name("dict[str, int | bool]"))
+
+  bool from_python(handle, uint32_t, cleanup_list*) noexcept { return false; }
+  static handle from_cpp(const kv0::kv::Stats& s, rv_policy, cleanup_list*) noexcept {
+    try {
+      dict d;
+      d["version"] = s.version;
+      d["entries"] = s.entries;
+      d["tombstones"] = s.tombstones;
+      d["range_tombstones"] = s.range_tombstones;
+      d["lazy_values"] = s.lazy_values;
+      d["buffered_ops"] = s.buffered_ops;
+      d["buffered_bytes"] = s.buffered_bytes;
+      d["fragments"] = s.fragments;
+      d["stored_rows"] = s.stored_rows;
+      d["flushes"] = s.flushes;
+      d["compactions"] = s.compactions;
+      d["view_reloads"] = s.view_reloads;
+      d["opened_from_snapshot"] = s.opened_from_snapshot;
+      return d.release();
+    } catch (python_error& e) {
+      e.restore();
+      return handle();
+    }
+  }
+};
+
+template <>
+struct type_caster<kv0::kv::DB::PurgeStats> {
+  NB_TYPE_CASTER(kv0::kv::DB::PurgeStats, const_name("dict[str, object]"))
+
+  bool from_python(handle, uint32_t, cleanup_list*) noexcept { return false; }
+  static handle from_cpp(const kv0::kv::DB::PurgeStats& s, rv_policy, cleanup_list*) noexcept {
+    try {
+      dict d;
+      d["versions_removed"] = s.versions_removed;
+      d["bytes_removed"] = s.bytes_removed;
+      d["tags_deleted"] = s.tags_deleted;
+      return d.release();
+    } catch (python_error& e) {
+      e.restore();
+      return handle();
+    }
+  }
+};
+
+}  // namespace nanobind::detail
+
+namespace kv0::python {
 namespace {
 
 using kv::DB;
-using kv::WriteBatch;
-
-// Keys and values are bytes; str is refused with a clear message, so code
-// does not silently store text in some encoding.
-std::string_view Bytes(nb::handle obj, const char* what) {
-  if (nb::isinstance<nb::bytes>(obj)) {
-    nb::bytes b = nb::borrow<nb::bytes>(obj);
-    return {b.c_str(), b.size()};
-  }
-  throw nb::type_error(
-      (std::string(what) + " must be bytes, not " + nb::type_name(obj.type()).c_str()).c_str());
-}
-
-nb::bytes ToBytes(std::string_view s) { return nb::bytes(s.data(), s.size()); }
 
 // The native handle. Python's DB wraps it and keeps the aimrocks surface.
 class PyDB {
  public:
   explicit PyDB(std::unique_ptr<DB> db) : db_(std::move(db)) {}
+  // Python destroys an unclosed handle holding the GIL, and closing flushes
+  // through Lance.
+  ~PyDB() {
+    if (db_ && PyGILState_Check()) {
+      nb::gil_scoped_release release;
+      db_.reset();
+    }
+  }
 
   DB& db() {
     if (!db_) throw Error(Code::kNotSupported, "the database is closed");
     return *db_;
-  }
-  std::shared_ptr<void> keepalive;
-
-  void Close() {
-    if (!db_) return;
-    nb::gil_scoped_release release;
-    db_->Close();
   }
 
  private:
@@ -65,45 +165,22 @@ class PyIterator {
  public:
   explicit PyIterator(DB& db) : it_(db.NewIterator()) {}
 
-  bool Valid() const { return it_->Valid(); }
-  void SeekToFirst() {
-    nb::gil_scoped_release release;
-    it_->SeekToFirst();
-  }
-  void SeekToLast() {
-    nb::gil_scoped_release release;
-    it_->SeekToLast();
-  }
-  void Seek(nb::handle key) {
-    std::string_view k = Bytes(key, "key");
-    nb::gil_scoped_release release;
-    it_->Seek(k);
-  }
-  void SeekForPrev(nb::handle key) {
-    std::string_view k = Bytes(key, "key");
-    nb::gil_scoped_release release;
-    it_->SeekForPrev(k);
-  }
-  void Next() {
-    nb::gil_scoped_release release;
-    it_->Next();
-  }
-  void Prev() {
-    nb::gil_scoped_release release;
-    it_->Prev();
-  }
-  nb::bytes Key() { return ToBytes(it_->key()); }
-  nb::bytes Value() {
-    std::string_view v;
-    {
-      nb::gil_scoped_release release;
-      v = it_->value();
-    }
-    return ToBytes(v);
-  }
+  kv::Iterator& it() { return *it_; }
 
  private:
   std::unique_ptr<kv::Iterator> it_;
+};
+
+// Owns the iterator of an exported stream. The consumer may release the
+// stream holding the GIL; the last reference to the database's state may go
+// with the iterator.
+struct StreamIterator {
+  std::unique_ptr<kv::Iterator> it;
+  ~StreamIterator() {
+    std::optional<nb::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    it.reset();
+  }
 };
 
 kv::Options MakeOptions(const nb::dict& kw) {
@@ -148,251 +225,191 @@ kv::Options MakeOptions(const nb::dict& kw) {
       o.mark_ttl = std::chrono::seconds(static_cast<int64_t>(nb::cast<double>(value)));
     else if (name == "replay_stale_wal")
       o.replay_stale_wal = nb::cast<bool>(value);
+    else if (name == "request_timeout")
+      o.request_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(nb::cast<double>(value) * 1000));
+    else if (name == "request_retries")
+      o.request_retries = nb::cast<uint32_t>(value);
+    else if (name == "commit_timeout")
+      o.commit_timeout =
+          std::chrono::milliseconds(static_cast<int64_t>(nb::cast<double>(value) * 1000));
     else
       throw Error(Code::kInvalidArgument, "unknown kv0 option " + name);
   }
   return o;
 }
 
+// Batches of (key, value) read through an iterator as the consumer pulls
+// them, up to `end` (exclusive).
+arrow::OwnedStream ScanStream(DB& db, const std::optional<std::string>& start,
+                              const std::optional<std::string>& end) {
+  auto holder = std::make_shared<StreamIterator>();
+  holder->it = db.NewIterator();
+  holder->it->Seek(start.value_or(""));
+  arrow::Schema schema = {{"key", arrow::Type::kBinary, false},
+                          {"value", arrow::Type::kBinary, false}};
+  auto next = [holder, end, schema](ArrowArray* out) -> bool {
+    // The consumer may pull holding the GIL (pyarrow from Python does not,
+    // others may); reading values can reach Lance.
+    std::optional<nb::gil_scoped_release> release;
+    if (PyGILState_Check()) release.emplace();
+    kv::Iterator& it = *holder->it;
+    arrow::BatchBuilder builder(schema);
+    for (int n = 0; n < 4096 && it.Valid(); ++n, it.Next()) {
+      if (end && it.key() >= *end) break;
+      builder.binary(0).Append(it.key());
+      builder.binary(1).Append(it.value());
+    }
+    if (builder.num_rows() == 0) return false;
+    builder.Finish(out);
+    return true;
+  };
+  arrow::OwnedStream stream;
+  arrow::MakeStream(schema, next, &stream);
+  return stream;
+}
+
 }  // namespace
 
 void BindKv(nb::module_& m) {
+  nb::class_<kv::Options>(m, "_Options",
+                          "kv0's options for one handle, from a dict of kv0.DB's keyword "
+                          "arguments (converting them reaches nothing but memory).")
+      .def("__init__", [](kv::Options* self, const nb::dict& options) {
+        new (self) kv::Options(MakeOptions(options));
+      });
+
   nb::class_<PyIterator>(m, "_Iterator")
-      .def("valid", &PyIterator::Valid)
-      .def("seek_to_first", &PyIterator::SeekToFirst)
-      .def("seek_to_last", &PyIterator::SeekToLast)
-      .def("seek", &PyIterator::Seek)
-      .def("seek_for_prev", &PyIterator::SeekForPrev)
-      .def("next", &PyIterator::Next)
-      .def("prev", &PyIterator::Prev)
-      .def("key", &PyIterator::Key)
-      .def("value", &PyIterator::Value);
+      .def("valid", [](PyIterator& self) { return self.it().Valid(); })
+      .def(
+          "seek_to_first", [](PyIterator& self) { self.it().SeekToFirst(); }, kReleaseGil)
+      .def(
+          "seek_to_last", [](PyIterator& self) { self.it().SeekToLast(); }, kReleaseGil)
+      .def(
+          "seek", [](PyIterator& self, BytesArg key) { self.it().Seek(key.view); }, "key"_a,
+          kReleaseGil)
+      .def(
+          "seek_for_prev", [](PyIterator& self, BytesArg key) { self.it().SeekForPrev(key.view); },
+          "key"_a, kReleaseGil)
+      .def(
+          "next", [](PyIterator& self) { self.it().Next(); }, kReleaseGil)
+      .def(
+          "prev", [](PyIterator& self) { self.it().Prev(); }, kReleaseGil)
+      .def("key", [](PyIterator& self) { return BytesView{self.it().key()}; })
+      // May read the chunk's stored values from Lance.
+      .def(
+          "value", [](PyIterator& self) { return BytesView{self.it().value()}; }, kReleaseGil);
 
   nb::class_<PyDB>(m, "_DB")
       .def(
           "__init__",
-          [](PyDB* self, const std::string& path, nb::kwargs kw) {
-            kv::Options options = MakeOptions(kw);
-            std::unique_ptr<DB> db;
-            {
-              nb::gil_scoped_release release;
-              db = DB::Open(path, options);
-            }
-            new (self) PyDB(std::move(db));
+          [](PyDB* self, const std::string& path, const kv::Options& options) {
+            new (self) PyDB(DB::Open(path, options));
           },
-          "path"_a, "kwargs"_a)
+          "path"_a, "options"_a, kReleaseGil)
       .def(
           "put",
-          [](PyDB& self, nb::handle key, nb::handle value, bool sync, bool disable_wal) {
-            std::string_view k = Bytes(key, "key"), v = Bytes(value, "value");
-            DB& db = self.db();
-            nb::gil_scoped_release release;
-            db.Put(k, v, {.sync = sync, .disable_wal = disable_wal});
+          [](PyDB& self, BytesArg key, BytesArg value, bool sync, bool disable_wal) {
+            self.db().Put(key.view, value.view, {.sync = sync, .disable_wal = disable_wal});
           },
-          "key"_a, "value"_a, "sync"_a = false, "disable_wal"_a = false)
+          "key"_a, "value"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
       .def(
           "delete",
-          [](PyDB& self, nb::handle key, bool sync, bool disable_wal) {
-            std::string_view k = Bytes(key, "key");
-            DB& db = self.db();
-            nb::gil_scoped_release release;
-            db.Delete(k, {.sync = sync, .disable_wal = disable_wal});
+          [](PyDB& self, BytesArg key, bool sync, bool disable_wal) {
+            self.db().Delete(key.view, {.sync = sync, .disable_wal = disable_wal});
           },
-          "key"_a, "sync"_a = false, "disable_wal"_a = false)
+          "key"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
       .def(
           "delete_range",
-          [](PyDB& self, nb::handle begin, nb::handle end, bool sync, bool disable_wal) {
-            std::string_view b = Bytes(begin, "begin"), e = Bytes(end, "end");
-            DB& db = self.db();
-            nb::gil_scoped_release release;
-            db.DeleteRange(b, e, {.sync = sync, .disable_wal = disable_wal});
+          [](PyDB& self, BytesArg begin, BytesArg end, bool sync, bool disable_wal) {
+            self.db().DeleteRange(begin.view, end.view, {.sync = sync, .disable_wal = disable_wal});
           },
-          "begin"_a, "end"_a, "sync"_a = false, "disable_wal"_a = false)
+          "begin"_a, "end"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
       .def(
           "write",
-          [](PyDB& self, nb::list ops, bool sync, bool disable_wal) {
-            // ops: (kind, key, value) with kind 0 put, 1 delete, 2 delete range.
-            WriteBatch batch;
-            for (nb::handle item : ops) {
-              nb::tuple t = nb::borrow<nb::tuple>(item);
-              int kind = nb::cast<int>(t[0]);
-              std::string_view k = Bytes(t[1], "key");
-              if (kind == 0)
-                batch.Put(k, Bytes(t[2], "value"));
-              else if (kind == 1)
-                batch.Delete(k);
-              else
-                batch.DeleteRange(k, Bytes(t[2], "end"));
-            }
-            DB& db = self.db();
-            nb::gil_scoped_release release;
-            db.Write(batch, {.sync = sync, .disable_wal = disable_wal});
+          [](PyDB& self, const BatchArg& ops, bool sync, bool disable_wal) {
+            self.db().Write(ops.batch, {.sync = sync, .disable_wal = disable_wal});
           },
-          "ops"_a, "sync"_a = false, "disable_wal"_a = false)
-      .def("get",
-           [](PyDB& self, nb::handle key) -> nb::object {
-             std::string_view k = Bytes(key, "key");
-             DB& db = self.db();
-             std::optional<std::string> v;
-             {
-               nb::gil_scoped_release release;
-               v = db.Get(k);
-             }
-             if (!v) return nb::none();
-             return ToBytes(*v);
-           })
-      .def("multi_get",
-           [](PyDB& self, nb::list keys) {
-             std::vector<std::string_view> ks;
-             for (nb::handle k : keys) ks.push_back(Bytes(k, "key"));
-             DB& db = self.db();
-             std::vector<std::optional<std::string>> values;
-             {
-               nb::gil_scoped_release release;
-               values = db.MultiGet(ks);
-             }
-             nb::list out;
-             for (auto& v : values) out.append(v ? nb::object(ToBytes(*v)) : nb::none());
-             return out;
-           })
-      .def("key_may_exist",
-           [](PyDB& self, nb::handle key) {
-             std::string_view k = Bytes(key, "key");
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             return db.KeyMayExist(k);
-           })
+          "ops"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
       .def(
-          "_iterator", [](PyDB& self) { return new PyIterator(self.db()); }, nb::keep_alive<0, 1>())
+          "get",
+          [](PyDB& self, BytesArg key) -> std::optional<BytesResult> {
+            std::optional<std::string> v = self.db().Get(key.view);
+            if (!v) return std::nullopt;
+            return BytesResult{std::move(*v)};
+          },
+          "key"_a, kReleaseGil)
+      .def(
+          "multi_get",
+          [](PyDB& self, const BytesList& keys) {
+            std::vector<std::string_view> views(keys.items.begin(), keys.items.end());
+            std::vector<std::optional<BytesResult>> out;
+            for (auto& v : self.db().MultiGet(views)) {
+              out.push_back(v ? std::optional<BytesResult>(BytesResult{std::move(*v)})
+                              : std::nullopt);
+            }
+            return out;
+          },
+          "keys"_a, kReleaseGil)
+      .def(
+          "key_may_exist", [](PyDB& self, BytesArg key) { return self.db().KeyMayExist(key.view); },
+          "key"_a, kReleaseGil)
+      // Creating an iterator refreshes the handle.
+      .def(
+          "_iterator", [](PyDB& self) { return new PyIterator(self.db()); }, nb::keep_alive<0, 1>(),
+          kReleaseGil)
       .def(
           "_scan_arrow",
-          [](PyDB& self, std::optional<nb::bytes> start, std::optional<nb::bytes> end) {
-            // Batches of (key, value) read through an iterator as the consumer
-            // pulls them; the consumer may run without the GIL.
-            auto it = std::shared_ptr<kv::Iterator>(self.db().NewIterator());
-            std::optional<std::string> stop;
-            if (end) stop = std::string(end->c_str(), end->size());
-            {
-              std::string first = start ? std::string(start->c_str(), start->size()) : "";
-              nb::gil_scoped_release release;
-              it->Seek(first);
-            }
-            arrow::Schema schema = {{"key", arrow::Type::kBinary, false},
-                                    {"value", arrow::Type::kBinary, false}};
-            auto next = [it, stop, schema](ArrowArray* out) -> bool {
-              arrow::BatchBuilder builder(schema);
-              for (int n = 0; n < 4096 && it->Valid(); ++n, it->Next()) {
-                if (stop && it->key() >= *stop) break;
-                builder.binary(0).Append(it->key());
-                builder.binary(1).Append(it->value());
-              }
-              if (builder.num_rows() == 0) return false;
-              builder.Finish(out);
-              return true;
-            };
-            arrow::OwnedStream stream;
-            arrow::MakeStream(schema, next, &stream);
-            return ExportStream(std::move(stream));
+          [](PyDB& self, std::optional<BytesArg> start, std::optional<BytesArg> end) {
+            std::optional<std::string> from, to;
+            if (start) from.emplace(start->view);
+            if (end) to.emplace(end->view);
+            return StreamResult{ScanStream(self.db(), from, to)};
           },
-          "start"_a = nb::none(), "end"_a = nb::none(), nb::keep_alive<0, 1>())
-      .def("flush",
-           [](PyDB& self) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             db.Flush();
-           })
-      .def("compact_range",
-           [](PyDB& self) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             db.CompactRange();
-           })
-      .def("refresh",
-           [](PyDB& self) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             db.Refresh();
-           })
-      .def_prop_ro("version", [](PyDB& self) { return self.db().version(); })
-      .def("versions",
-           [](PyDB& self) {
-             DB& db = self.db();
-             std::vector<kv::VersionInfo> versions;
-             {
-               nb::gil_scoped_release release;
-               versions = db.Versions();
-             }
-             std::vector<std::pair<uint64_t, int64_t>> out;
-             for (const auto& v : versions) out.emplace_back(v.version, v.timestamp_us);
-             return out;
-           })
-      .def("cleanup_old_versions",
-           [](PyDB& self, double seconds) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             return db.CleanupOldVersions(std::chrono::seconds(static_cast<int64_t>(seconds)));
-           })
+          "start"_a = nb::none(), "end"_a = nb::none(), nb::keep_alive<0, 1>(), kReleaseGil)
+      .def(
+          "flush", [](PyDB& self) { self.db().Flush(); }, kReleaseGil)
+      .def(
+          "compact_range", [](PyDB& self) { self.db().CompactRange(); }, kReleaseGil)
+      .def(
+          "refresh", [](PyDB& self) { self.db().Refresh(); }, kReleaseGil)
+      .def_prop_ro(
+          "version", [](PyDB& self) { return self.db().version(); }, kReleaseGil)
+      .def(
+          "versions",
+          [](PyDB& self) {
+            std::vector<std::pair<uint64_t, int64_t>> out;
+            for (const auto& v : self.db().Versions()) out.emplace_back(v.version, v.timestamp_us);
+            return out;
+          },
+          kReleaseGil)
+      .def(
+          "cleanup_old_versions",
+          [](PyDB& self, double seconds) {
+            return self.db().CleanupOldVersions(
+                std::chrono::seconds(static_cast<int64_t>(seconds)));
+          },
+          "seconds"_a, kReleaseGil)
       .def(
           "create_tag",
           [](PyDB& self, const std::string& tag, uint64_t version) {
-            DB& db = self.db();
-            nb::gil_scoped_release release;
-            db.CreateTag(tag, version);
+            self.db().CreateTag(tag, version);
           },
-          "tag"_a, "version"_a = 0)
-      .def("delete_tag",
-           [](PyDB& self, const std::string& tag) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             db.DeleteTag(tag);
-           })
-      .def("tags",
-           [](PyDB& self) {
-             DB& db = self.db();
-             nb::gil_scoped_release release;
-             return db.Tags();
-           })
+          "tag"_a, "version"_a = 0, kReleaseGil)
       .def(
-          "purge",
-          [](PyDB& self, bool force) {
-            DB::PurgeStats s;
-            {
-              DB& db = self.db();
-              nb::gil_scoped_release release;
-              s = db.Purge(force);
-            }
-            nb::dict d;
-            d["versions_removed"] = s.versions_removed;
-            d["bytes_removed"] = s.bytes_removed;
-            d["tags_deleted"] = s.tags_deleted;
-            return d;
-          },
-          "force"_a = false)
-      .def("stats",
-           [](PyDB& self) {
-             kv::Stats s;
-             {
-               DB& db = self.db();
-               nb::gil_scoped_release release;
-               s = db.GetStats();
-             }
-             nb::dict d;
-             d["version"] = s.version;
-             d["entries"] = s.entries;
-             d["tombstones"] = s.tombstones;
-             d["range_tombstones"] = s.range_tombstones;
-             d["lazy_values"] = s.lazy_values;
-             d["buffered_ops"] = s.buffered_ops;
-             d["buffered_bytes"] = s.buffered_bytes;
-             d["fragments"] = s.fragments;
-             d["stored_rows"] = s.stored_rows;
-             d["flushes"] = s.flushes;
-             d["compactions"] = s.compactions;
-             d["opened_from_snapshot"] = s.opened_from_snapshot;
-             return d;
-           })
-      .def_prop_ro("uri", [](PyDB& self) { return self.db().uri(); })
-      .def("close", &PyDB::Close);
+          "delete_tag", [](PyDB& self, const std::string& tag) { self.db().DeleteTag(tag); },
+          "tag"_a, kReleaseGil)
+      .def(
+          "tags", [](PyDB& self) { return self.db().Tags(); }, kReleaseGil)
+      .def(
+          "purge", [](PyDB& self, bool force) { return self.db().Purge(force); }, "force"_a = false,
+          kReleaseGil)
+      .def(
+          "stats", [](PyDB& self) { return self.db().GetStats(); }, kReleaseGil)
+      .def_prop_ro(
+          "uri", [](PyDB& self) { return self.db().uri(); }, kReleaseGil)
+      .def(
+          "close", [](PyDB& self) { self.db().Close(); }, kReleaseGil);
 }
 
 }  // namespace kv0::python

@@ -11,6 +11,7 @@
 
 #include "arrow_capsule.h"
 #include "errors.h"
+#include "gil_free.h"
 #include "kv0/wal_sync.h"
 #include "lance/dataset.h"
 
@@ -27,25 +28,24 @@ void BindLance(nb::module_& m) {
 
   lance.def(
       "write",
-      [](const std::string& uri, nb::handle data, const lance::StorageOptions& options,
+      [](const std::string& uri, StreamArg data, const lance::StorageOptions& options,
          const std::string& mode) {
-        arrow::OwnedStream stream = ImportStream(data);
-        nb::gil_scoped_release release;
         if (mode == "create") {
           arrow::OwnedSchema schema;
-          if (stream->get_schema(stream.get(), schema.get()) != 0) {
+          if (data.stream->get_schema(data.stream.get(), schema.get()) != 0) {
             throw Error(Code::kInvalidArgument, "cannot read the schema of the input stream");
           }
           auto ds = lance::Dataset::Create(uri, options, *schema.get(), {});
-          auto result = ds.Append(std::move(stream));
+          auto result = ds.Append(std::move(data.stream));
           return std::make_pair(result.version, result.fragment_ids);
         }
         if (mode != "append") throw Error(Code::kInvalidArgument, "mode is create or append");
         auto ds = lance::Dataset::Open(uri, options);
-        auto result = ds.Append(std::move(stream));
+        auto result = ds.Append(std::move(data.stream));
         return std::make_pair(result.version, result.fragment_ids);
       },
       "uri"_a, "data"_a, "storage_options"_a = lance::StorageOptions{}, "mode"_a = "create",
+      kReleaseGil,
       "Writes data (anything with __arrow_c_stream__) as one fragment: into a new dataset "
       "(mode='create') or appended (mode='append'). Returns (version, fragment ids).");
 
@@ -54,37 +54,27 @@ void BindLance(nb::module_& m) {
       [](const std::string& uri, std::optional<std::vector<std::string>> columns,
          std::optional<std::string> filter, bool with_row_address,
          const lance::StorageOptions& options) {
-        arrow::OwnedStream out;
-        {
-          nb::gil_scoped_release release;
-          auto ds = lance::Dataset::Open(uri, options);
-          lance::ScanOptions scan;
-          if (columns) scan.columns = *columns;
-          if (filter) scan.filter = *filter;
-          scan.with_row_address = with_row_address;
-          // The reader keeps the dataset's stream alive on its own.
-          out = ds.ScanStream(scan);
-        }
-        return ExportStream(std::move(out));
+        auto ds = lance::Dataset::Open(uri, options);
+        lance::ScanOptions scan;
+        if (columns) scan.columns = *columns;
+        if (filter) scan.filter = *filter;
+        scan.with_row_address = with_row_address;
+        // The reader keeps the dataset's stream alive on its own.
+        return StreamResult{ds.ScanStream(scan)};
       },
       "uri"_a, "columns"_a = nb::none(), "filter"_a = nb::none(), "with_row_address"_a = false,
-      "storage_options"_a = lance::StorageOptions{},
+      "storage_options"_a = lance::StorageOptions{}, kReleaseGil,
       "Scans the latest version; returns an Arrow stream.");
 
   lance.def(
       "take",
       [](const std::string& uri, const std::vector<uint64_t>& addresses,
          const std::vector<std::string>& columns, const lance::StorageOptions& options) {
-        arrow::OwnedStream out;
-        {
-          nb::gil_scoped_release release;
-          auto ds = lance::Dataset::Open(uri, options);
-          out = ds.TakeStream(addresses, columns);
-        }
-        return ExportStream(std::move(out));
+        auto ds = lance::Dataset::Open(uri, options);
+        return StreamResult{ds.TakeStream(addresses, columns)};
       },
       "uri"_a, "addresses"_a, "columns"_a = std::vector<std::string>{},
-      "storage_options"_a = lance::StorageOptions{},
+      "storage_options"_a = lance::StorageOptions{}, kReleaseGil,
       "Reads the rows at the given row addresses; returns an Arrow stream.");
 }
 
@@ -95,7 +85,8 @@ void BindTracking(nb::module_& m);  // tracking.cc
 
 // Lance's log records go to Python's logging module, as logger
 // "lance.<target>". Called on Lance's threads: it takes the GIL only here,
-// which is safe because kv0 never waits on Lance while holding the GIL.
+// which is safe because no binding waits on Lance, a kv0 lock or the runtime
+// while holding the GIL (gil_free.h).
 void LogToPython(int level, const char* target, const char* message, void*) {
   if (!Py_IsInitialized()) return;
   nb::gil_scoped_acquire gil;
@@ -114,7 +105,7 @@ void LogToPython(int level, const char* target, const char* message, void*) {
 NB_MODULE(_kv0, m) {
   m.doc() = "Native core of kv0, an embedded storage engine on Lance datasets.";
   m.attr("__version__") = KV0_VERSION;
-  m.def("lance_version", &kv0::lance::LanceVersion,
+  m.def("lance_version", &kv0::lance::LanceVersion, kv0::python::kReleaseGil,
         "The version of the Lance library kv0 was built with.");
   kv0::python::RegisterErrors(m);
   kv0::python::BindArrow(m);
@@ -130,10 +121,11 @@ NB_MODULE(_kv0, m) {
       "Checks a wal_sync value as every kv0 handle does: returns it, or raises InvalidArgument.");
   m.def(
       "set_lance_log_level",
+      // Takes the lock that a Lance thread logging through LogToPython holds.
       [](int level) {
         kv0::lance::SetLogCallback(level > 0 ? kv0::python::LogToPython : nullptr, nullptr, level);
       },
-      "level"_a,
+      "level"_a, kv0::python::kReleaseGil,
       "Forwards Lance's log records up to this level (1 error, 2 warn, 3 info, 4 debug, "
       "5 trace; 0 stops) to the logging module, as loggers named lance.<target>.");
 }

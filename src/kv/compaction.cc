@@ -65,7 +65,8 @@ void DB::Impl::Materialize() {
   std::lock_guard refresh_lock(refresh_mu_);
   auto writes = pipeline_.Lock();
   if (!writes.pending<KvBatch>().empty()) return;  // a write slipped in after the flush
-  RefreshLocked();                                 // rewrite what storage holds now, not older
+  // Rewrite what storage holds now, not older.
+  RefreshLocked({.flushes = true, .writes = &writes});
 
   uint64_t tombstone_cutoff = WallNanosAgo(options_.tombstone_grace);
   uint64_t mark_cutoff = WallNanosAgo(options_.mark_ttl);
@@ -77,7 +78,7 @@ void DB::Impl::Materialize() {
     // reopen loads from the rewritten dataset.
     std::unique_lock lock(view_mu_);
     view_.DropTombstonesOlderThan(tombstone_cutoff);
-    for (const auto& [id, info] : applied_) removed.push_back(id);
+    for (const auto& [id, applied] : applied_) removed.push_back(id);
     for (const auto& [writer, seq] : marks_) {
       if (seq >= mark_cutoff) marks.emplace_back(writer, seq);
     }
@@ -180,33 +181,30 @@ void DB::Impl::Materialize() {
   lance::CommitResult commit = dataset_->CommitUpdate(removed, std::move(written));
   compactions_++;
 
-  auto fragments = dataset_->Fragments();
-  std::unique_lock lock(view_mu_);
-  for (uint64_t id : removed) applied_.erase(id);
-  for (const auto& f : fragments) {
+  // Nothing moves the dataset meanwhile: the flush lock and refresh_mu_ are
+  // held.
+  auto at = versions_->Current();
+  std::vector<lance::FragmentInfo> added;
+  for (const auto& f : at->fragments()) {
     if (std::find(commit.fragment_ids.begin(), commit.fragment_ids.end(), f.id) !=
         commit.fragment_ids.end()) {
-      applied_[f.id] = f;
+      added.push_back(f);
     }
   }
+  std::unique_lock lock(view_mu_);
+  for (uint64_t id : removed) applied_.erase(id);
   // Large values now live at their new rows; keep references, not bytes.
   if (commit.fragment_ids.size() == 1) {
+    for (const auto& f : added) applied_[f.id] = {f, at->version()};
     uint64_t base = commit.fragment_ids[0] << 32;
     for (size_t i = 0; i < lazy_keys.size(); ++i) {
       view_.SetLazy(lazy_keys[i].first, lazy_keys[i].second,
-                    LazyRef{commit.version, base | lazy_rows[i]});
+                    LazyRef{at->version(), base | lazy_rows[i]});
     }
   } else {
     lock.unlock();
     // More than one fragment (a very large store): find the rows instead.
-    std::vector<lance::FragmentInfo> added;
-    for (const auto& f : fragments) {
-      if (std::find(commit.fragment_ids.begin(), commit.fragment_ids.end(), f.id) !=
-          commit.fragment_ids.end()) {
-        added.push_back(f);
-      }
-    }
-    RebindFragments(added);
+    RebindFragments(*at, added, nullptr);
   }
 }
 
@@ -217,9 +215,9 @@ void DB::Impl::RewriteFragments() {
   lance::CompactResult result = dataset_->Compact({});
   if (result.removed.empty()) return;
   compactions_++;
-  auto fragments = dataset_->Fragments();
+  auto at = versions_->Current();
   std::vector<lance::FragmentInfo> added;
-  for (const auto& f : fragments) {
+  for (const auto& f : at->fragments()) {
     if (std::find(result.added.begin(), result.added.end(), f.id) != result.added.end()) {
       added.push_back(f);
     }
@@ -228,7 +226,11 @@ void DB::Impl::RewriteFragments() {
     std::unique_lock lock(view_mu_);
     for (uint64_t id : result.removed) applied_.erase(id);
   }
-  RebindFragments(added);
+  // A Rewrite keeps every row, also of fragments the view had not read.
+  RebindFragments(*at, added, nullptr);
+  // The handle is at the version its compaction made; read the rest of it
+  // too, so that the view is that version's.
+  RefreshLocked({.flushes = true});
 }
 
 }  // namespace kv0::kv

@@ -140,9 +140,11 @@ Stats DB::Impl::GetStats() {
   stats.range_tombstones = view_.ranges().size();
   stats.lazy_values = view_.lazy();
   stats.fragments = applied_.size();
-  for (const auto& [id, f] : applied_) stats.stored_rows += f.physical_rows - f.deleted_rows;
+  for (const auto& [id, f] : applied_)
+    stats.stored_rows += f.info.physical_rows - f.info.deleted_rows;
   stats.flushes = flushes_;
   stats.compactions = compactions_;
+  stats.view_reloads = view_reloads_;
   stats.opened_from_snapshot = opened_from_snapshot_;
   return stats;
 }

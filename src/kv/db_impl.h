@@ -10,6 +10,13 @@
 // through LazyValues. Opening (db_open.cc) loads the view from a snapshot
 // and/or the dataset, then lets the pipeline replay abandoned WALs.
 //
+// The view's invariant: it is what a fresh open would build from the
+// fragments in applied_ (each read at the version recorded with it), plus
+// this handle's writes that are not in storage yet. A refresh that finds some
+// of those fragments removed (another writer's Rewrite or Update) restores it
+// (db_read.cc says how), and a view is saved to view.snap only when applied_
+// is exactly the fragment list of the version it records.
+//
 // Locks, always taken in this order: the pipeline's flush lock (one flush or
 // compaction at a time), refresh_mu_ (one refresh at a time; compaction
 // holds it so the view only changes by its own hand), the pipeline's lock
@@ -25,9 +32,11 @@
 #include <optional>
 #include <shared_mutex>
 #include <string>
+#include <unordered_set>
 
 #include "kv/lazy_values.h"
 #include "kv/op_log.h"
+#include "kv/pinned_versions.h"
 #include "kv/view.h"
 #include "kv0/kv.h"
 #include "lance/dataset.h"
@@ -49,6 +58,21 @@ struct KvBatch : pipeline::Batch {
 
 // The one table of a key-value store, for the pipeline's marks.
 inline constexpr int kOpsTable = 0;
+
+// A fragment the view holds, and a version that lists it (the one it was
+// read or committed at), where its rows can be read again.
+struct AppliedFragment {
+  lance::FragmentInfo info;
+  uint64_t version = 0;
+};
+
+// What a view is built from: the entries, the fragments they came from and
+// every WAL writer's highest committed seq.
+struct ViewState {
+  View view;
+  std::map<uint64_t, AppliedFragment> applied;
+  std::map<std::string, uint64_t> marks;
+};
 
 class DB::Impl : public BackgroundClient,
                  public pipeline::Layer,
@@ -78,6 +102,8 @@ class DB::Impl : public BackgroundClient,
   std::optional<std::string> Get(std::string_view key);
   std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
   bool KeyMayExist(std::string_view key);
+  // Brings the view to the latest version. May wait for a flush in progress
+  // (a reload must see every write not in storage).
   void Refresh();
   void MaybeRefresh();
   // Reads the values of refs; on a failure, refreshes once (another writer
@@ -115,16 +141,49 @@ class DB::Impl : public BackgroundClient,
   void SaveSnapshot();
   std::string SnapshotPath() const;
 
-  // db_read.cc: applies fragments' rows to the view (holding refresh_mu_).
-  void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments);
-  void ApplyFragments(const std::vector<lance::FragmentInfo>& fragments, size_t batch_size);
-  void ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key, std::string_view value,
-                      LazyRef where);
-  void RebindFragments(const std::vector<lance::FragmentInfo>& fragments);
-  void RefreshLocked();
+  // db_read.cc, all holding refresh_mu_.
+  //
+  // What a caller of RefreshLocked holds besides refresh_mu_.
+  struct Held {
+    // The pipeline's flush lock: no batch is between its commit and its
+    // bookkeeping, so the pending batch holds every write of this handle
+    // that storage does not.
+    bool flushes = false;
+    // The pipeline's lock, if the caller holds it (compaction's rewrite).
+    pipeline::WritePipeline::Locked* writes = nullptr;
+    // The handle is opening: the pipeline is not open and nothing is pending.
+    bool opening = false;
+  };
+  // Brings the view to the latest version. Returns false, having changed
+  // nothing a reader could tell from a refresh not yet made, when the view
+  // must be reloaded and !held.flushes: the caller then takes the flush lock
+  // and calls again.
+  bool RefreshLocked(const Held& held);
+  // Rows of stored fragments, keyed by their identity (seq, op, key).
+  using RowSet = std::unordered_set<std::string>;
+  // The rows of the removed fragments, read at the versions the view read
+  // them at; nullopt if one of those versions is gone.
+  std::optional<RowSet> StoredRows(const std::vector<AppliedFragment>& fragments);
+  // Applies every row of `fragments` of `at`, into `into` (a view being
+  // built aside) or, if null, into the handle's own view.
+  void ApplyFragments(const PinnedVersion& at, const std::vector<lance::FragmentInfo>& fragments,
+                      ViewState* into = nullptr);
+  void ApplyFragments(const PinnedVersion& at, const std::vector<lance::FragmentInfo>& fragments,
+                      ViewState* into, size_t batch_size);
+  // Reads the rows of `fragments` of `at`, which hold rows of fragments the
+  // view read before (a compaction's output), into the view without reading
+  // again the values it holds. With `expected`, every row found is erased
+  // from it first; if rows remain (the compaction dropped them), returns
+  // false before reading any value or recording the fragments.
+  bool RebindFragments(const PinnedVersion& at, const std::vector<lance::FragmentInfo>& fragments,
+                       RowSet* expected);
+  // Replaces the view by one built from every fragment of `at`, plus the
+  // pending batch. Needs held.flushes.
+  void Reload(const PinnedVersion& at, const Held& held);
 
   // db_write.cc
   void ApplyToView(const OpBuffer& ops);
+  static void ApplyOps(const OpBuffer& ops, View& view);
 
   // compaction.cc (holding the flush lock)
   // `fragments`: the dataset's fragments, as the flush just listed them.
@@ -141,23 +200,27 @@ class DB::Impl : public BackgroundClient,
   const bool read_only_;
   const bool pinned_;  // opened at a version or tag: never refreshes
 
-  std::unique_ptr<lance::Dataset> dataset_;
+  std::unique_ptr<lance::Dataset>
+      dataset_;  // moves: commits and refreshes check out newer versions
+  std::unique_ptr<PinnedVersions> versions_;  // every read of stored rows goes through these
   std::unique_ptr<LazyValues> lazy_;
 
   std::mutex refresh_mu_;
+  bool reload_due_ = false;  // a refresh found rows gone that the view holds (refresh_mu_)
   // This dataset's WAL directory (empty for memory://), where view.snap is
   // kept.
   std::string wal_dir_;
 
   mutable std::shared_mutex view_mu_;
   View view_;
-  std::map<uint64_t, lance::FragmentInfo> applied_;  // fragments the view holds
-  std::map<std::string, uint64_t> marks_;            // WAL writer -> highest committed seq
+  std::map<uint64_t, AppliedFragment> applied_;  // fragments the view holds
+  std::map<std::string, uint64_t> marks_;        // WAL writer -> highest committed seq
 
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> last_refresh_ns_{0};  // steady clock
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> compactions_{0};
+  std::atomic<uint64_t> view_reloads_{0};
   bool opened_from_snapshot_ = false;
 
   // Last member: destroyed first, while everything its layer callbacks touch

@@ -1,6 +1,7 @@
 // Opening and closing a database: the dataset, the view (from a snapshot
 // and/or a scan), the WAL and its replay, and the snapshot saved on close.
 
+#include <algorithm>
 #include <filesystem>
 
 #include "kv/db_impl.h"
@@ -62,7 +63,8 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
       }
     }
   }
-  db->lazy_ = std::make_unique<LazyValues>(*db->dataset_, options.value_cache_size);
+  db->versions_ = std::make_unique<PinnedVersions>(*db->dataset_);
+  db->lazy_ = std::make_unique<LazyValues>(*db->versions_, options.value_cache_size);
 
   db->LoadView();
   // The WAL, and the replay of abandoned ones (their marks are in the view).
@@ -77,46 +79,88 @@ void DB::Impl::LoadView() {
   std::lock_guard lock(refresh_mu_);
   if (!wal_dir_.empty() && !pinned_) opened_from_snapshot_ = LoadSnapshot();
   if (pinned_) {
-    ApplyFragments(dataset_->Fragments());
+    auto at = versions_->Current();
+    ApplyFragments(*at, at->fragments());
   } else {
-    RefreshLocked();
+    // Nothing can flush before the pipeline opens.
+    RefreshLocked({.flushes = true, .opening = true});
   }
   std::shared_lock view_lock(view_mu_);
   pipeline_.clock().Observe(view_.max_seq());
   for (const auto& [writer, seq] : marks_) pipeline_.clock().Observe(seq);
 }
 
-// Loads view.snap if it describes fragments that are all still here,
-// unchanged; afterwards only newer fragments need reading.
+namespace {
+
+bool SameFragments(std::vector<lance::FragmentInfo> a, std::vector<lance::FragmentInfo> b) {
+  auto by_id = [](const auto& x, const auto& y) { return x.id < y.id; };
+  std::sort(a.begin(), a.end(), by_id);
+  std::sort(b.begin(), b.end(), by_id);
+  return a == b;
+}
+
+}  // namespace
+
+// Loads view.snap if it is a view of exactly the fragments of the version it
+// records (only such views are saved, and only in this format) and all of
+// them are still here, unchanged; afterwards only newer fragments need
+// reading.
 bool DB::Impl::LoadSnapshot() {
   View loaded;
   std::optional<SnapshotHeader> header;
   try {
     header = ReadSnapshot(SnapshotPath(), &loaded);
   } catch (const Error&) {
-    return false;  // damaged: a full scan rebuilds everything it held
+    return false;  // damaged, or an older format: a full scan rebuilds everything it held
   }
   if (!header || header->lazy_value_threshold != options_.lazy_value_threshold) return false;
-  std::map<uint64_t, lance::FragmentInfo> current;
-  for (const auto& f : dataset_->Fragments()) current[f.id] = f;
+  auto current = dataset_->Fragments();
+  try {
+    auto recorded = header->dataset_version == dataset_->version()
+                        ? current
+                        : versions_->At(header->dataset_version)->fragments();
+    if (!SameFragments(recorded, header->fragments)) return false;
+  } catch (const Error&) {
+    return false;  // the version is gone: nothing left to check the view against
+  }
+  std::map<uint64_t, lance::FragmentInfo> by_id;
+  for (const auto& f : current) by_id[f.id] = f;
   for (const auto& f : header->fragments) {
-    auto it = current.find(f.id);
-    if (it == current.end() || !(it->second == f)) return false;
+    auto it = by_id.find(f.id);
+    if (it == by_id.end() || !(it->second == f)) return false;
   }
   std::unique_lock lock(view_mu_);
   view_.Swap(loaded);
-  for (const auto& f : header->fragments) applied_[f.id] = f;
+  for (const auto& f : header->fragments) applied_[f.id] = {f, header->dataset_version};
   marks_ = header->marks;
   return true;
 }
 
+// Saves the view when it is known to equal storage at the version it
+// records: refreshed to the latest version under the flush lock (after
+// close, so nothing is pending or in flight), with applied_ exactly that
+// version's fragments. The snapshot then holds committed state only.
 void DB::Impl::SaveSnapshot() {
-  std::shared_lock lock(view_mu_);
-  if (view_.entries().size() < options_.snapshot_min_entries) return;
+  {
+    std::shared_lock lock(view_mu_);
+    if (view_.entries().size() < options_.snapshot_min_entries) return;
+  }
+  auto flushes = pipeline_.LockFlushes();
+  std::lock_guard refresh_lock(refresh_mu_);
+  RefreshLocked({.flushes = true});
+  {
+    auto writes = pipeline_.Lock();
+    if (!writes.pending<KvBatch>().empty()) return;
+  }
+  // Nothing moves the dataset while both locks are held.
   SnapshotHeader header;
   header.dataset_version = dataset_->version();
   header.lazy_value_threshold = options_.lazy_value_threshold;
-  for (const auto& [id, info] : applied_) header.fragments.push_back(info);
+  header.fragments = dataset_->Fragments();
+  std::shared_lock lock(view_mu_);
+  std::vector<lance::FragmentInfo> applied;
+  for (const auto& [id, f] : applied_) applied.push_back(f.info);
+  if (!SameFragments(applied, header.fragments)) return;
   header.marks = marks_;
   WriteSnapshot(SnapshotPath(), header, view_);
 }

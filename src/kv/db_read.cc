@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
+#include <map>
+#include <optional>
 
 #include "kv/db_impl.h"
 
@@ -111,40 +112,90 @@ void DB::Impl::MaybeRefresh() {
 void DB::Impl::Refresh() {
   CheckOpen();
   if (pinned_) return;
+  {
+    std::lock_guard lock(refresh_mu_);
+    if (RefreshLocked({})) return;
+  }
+  // A reload must see every write of this handle that storage does not
+  // hold; under the flush lock they are all in the pending batch. The lock
+  // order puts the flush lock first.
+  auto flushes = pipeline_.LockFlushes();
   std::lock_guard lock(refresh_mu_);
-  RefreshLocked();
+  RefreshLocked({.flushes = true});
 }
 
-void DB::Impl::RefreshLocked() {
+// Refreshing, in three cases:
+//
+//   - Only new fragments (other writers' appends): their rows are applied.
+//   - Fragments the view holds were removed, and every row they held is in
+//     the new fragments (Lance's Rewrite, which moves rows unchanged): the new
+//     fragments' rows are applied without reading again the values the view
+//     has, and references move to the rows' new addresses. Finding out
+//     means reading the keys of the removed fragments once more, at the
+//     versions the view read them at.
+//   - Rows the view holds are gone (kv0's Update, which keeps only live rows
+//     and young tombstones, or a Rewrite that could not be checked): the
+//     view is reloaded from every fragment of the version, and the pending
+//     batch applied on top. Rows cannot be taken out of a view, since it
+//     keeps only the newest entry of each key: a dropped tombstone may have
+//     hidden an older put that another fragment still holds.
+//
+// When the removed fragments hold at least half the rows the view was read
+// from (every Update, and any Rewrite of a store of small fragments), the
+// check would read about as much as the reload and is skipped;
+// docs/decisions.md has the measurements.
+bool DB::Impl::RefreshLocked(const Held& held) {
   last_refresh_ns_ = SteadyNanos();
   if (dataset_->LatestVersion() != dataset_->version()) dataset_->CheckoutLatest();
-  auto fragments = dataset_->Fragments();
 
-  std::vector<lance::FragmentInfo> fresh;
-  bool any_removed = false;
-  {
+  auto differs = [&](const std::vector<lance::FragmentInfo>& fragments) {
     std::shared_lock view_lock(view_mu_);
-    std::set<uint64_t> present;
+    if (fragments.size() != applied_.size()) return true;
     for (const auto& f : fragments) {
-      present.insert(f.id);
-      auto it = applied_.find(f.id);
-      if (it == applied_.end()) fresh.push_back(f);
+      if (!applied_.count(f.id)) return true;
     }
-    for (const auto& [id, info] : applied_) {
-      if (!present.count(id)) any_removed = true;
+    return false;
+  };
+  // Most refreshes find nothing new: look at the handle's dataset first, and
+  // pin a version only for work to do.
+  if (differs(dataset_->Fragments()) || reload_due_) {
+    auto at = versions_->Current();
+    std::vector<lance::FragmentInfo> fresh;
+    std::vector<AppliedFragment> removed;
+    uint64_t removed_rows = 0, applied_rows = 0;
+    {
+      std::shared_lock view_lock(view_mu_);
+      for (const auto& f : at->fragments()) {
+        if (!applied_.count(f.id)) fresh.push_back(f);
+      }
+      for (const auto& [id, applied] : applied_) {
+        uint64_t rows = applied.info.physical_rows - applied.info.deleted_rows;
+        applied_rows += rows;
+        if (!at->Lists(id)) {
+          removed.push_back(applied);
+          removed_rows += rows;
+        }
+      }
     }
-  }
-  if (any_removed) {
-    // Another writer rewrote fragments this view holds. Their rows are in
-    // the new fragments: rebind references and read only what is new.
-    RebindFragments(fresh);
-    std::unique_lock view_lock(view_mu_);
-    std::erase_if(applied_, [&](const auto& kv) {
-      return std::none_of(fragments.begin(), fragments.end(),
-                          [&](const auto& f) { return f.id == kv.first; });
-    });
-  } else if (!fresh.empty()) {
-    ApplyFragments(fresh);
+    if (removed.empty() && !reload_due_) {
+      ApplyFragments(*at, fresh);
+    } else {
+      bool reload = reload_due_ || 2 * removed_rows >= applied_rows;
+      if (!reload) {
+        std::optional<RowSet> expected = StoredRows(removed);
+        reload = !expected || !RebindFragments(*at, fresh, &*expected);
+      }
+      if (reload) {
+        reload_due_ = true;
+        if (!held.flushes) return false;
+        Reload(*at, held);
+        reload_due_ = false;
+        view_reloads_++;
+      } else {
+        std::unique_lock view_lock(view_mu_);
+        for (const auto& r : removed) applied_.erase(r.info.id);
+      }
+    }
   }
   uint64_t max_seq;
   {
@@ -152,50 +203,102 @@ void DB::Impl::RefreshLocked() {
     max_seq = view_.max_seq();
   }
   pipeline_.clock().Observe(max_seq);
+  return true;
 }
 
-// Applies one stored row (holding view_mu_). A large value becomes a
-// reference to its row, `where`.
-void DB::Impl::ApplyStoredRow(uint64_t seq, OpKind kind, std::string_view key,
-                              std::string_view value, LazyRef where) {
+namespace {
+
+// The identity of a stored row: no two rows share it (each operation has its
+// own seq, and replay never stores one twice), and a compaction that keeps a
+// row keeps it. A range deletion's end is left out: kv0's rewrite stores the
+// view's range pieces, each of which keeps the begin and seq of the deletion
+// it comes from, and where it is shorter a newer piece covers the rest.
+std::string RowIdentity(uint64_t seq, OpKind kind, std::string_view key) {
+  std::string id;
+  id.reserve(9 + key.size());
+  id.append(reinterpret_cast<const char*>(&seq), sizeof(seq));
+  id.push_back(static_cast<char>(kind));
+  id.append(key);
+  return id;
+}
+
+// Applies one stored row. A large value becomes a reference to its row,
+// `where`.
+void ApplyStoredRow(View& view, std::map<std::string, uint64_t>& marks, size_t lazy_threshold,
+                    uint64_t seq, OpKind kind, std::string_view key, std::string_view value,
+                    LazyRef where) {
   switch (kind) {
     case OpKind::kPut:
-      if (value.size() > options_.lazy_value_threshold) {
-        view_.ApplyLazy(seq, key, static_cast<uint32_t>(value.size()), where);
+      if (value.size() > lazy_threshold) {
+        view.ApplyLazy(seq, key, static_cast<uint32_t>(value.size()), where);
       } else {
-        view_.ApplyPut(seq, key, value);
+        view.ApplyPut(seq, key, value);
       }
       break;
     case OpKind::kDelete:
-      view_.ApplyDelete(seq, key);
+      view.ApplyDelete(seq, key);
       break;
     case OpKind::kDeleteRange:
-      view_.ApplyDeleteRange(seq, key, value);
+      view.ApplyDeleteRange(seq, key, value);
       break;
     case OpKind::kMark: {
-      uint64_t& mark = marks_[std::string(key)];
+      uint64_t& mark = marks[std::string(key)];
       mark = std::max(mark, seq);
       break;
     }
   }
 }
 
-// Applies every row of `fragments` to the view, batch by batch as Lance
-// decodes them. Large values become references to their rows.
-void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments) {
+}  // namespace
+
+std::optional<DB::Impl::RowSet> DB::Impl::StoredRows(
+    const std::vector<AppliedFragment>& fragments) {
+  std::map<uint64_t, std::vector<uint64_t>> by_version;
+  for (const auto& f : fragments) by_version[f.version].push_back(f.info.id);
+  RowSet rows;
+  try {
+    for (const auto& [version, ids] : by_version) {
+      auto at = versions_->At(version);
+      for (uint64_t id : ids) {
+        if (!at->Lists(id)) return std::nullopt;
+      }
+      lance::ScanOptions scan;
+      scan.columns = {"seq", "op", "key"};
+      scan.fragment_ids = ids;
+      arrow::StreamReader reader = at->Scan(scan);
+      while (auto batch = reader.Next()) {
+        arrow::UInt64Column seq(*batch, "seq");
+        arrow::UInt8Column op(*batch, "op");
+        arrow::BinaryColumn key(*batch, "key");
+        for (int64_t i = 0; i < batch->num_rows(); ++i) {
+          rows.insert(RowIdentity(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i)));
+        }
+      }
+    }
+  } catch (const Error&) {
+    return std::nullopt;  // cleaned up since: the reload reads what is there now
+  }
+  return rows;
+}
+
+// Applies every row of `fragments`, batch by batch as Lance decodes them.
+// Large values become references to their rows.
+void DB::Impl::ApplyFragments(const PinnedVersion& at,
+                              const std::vector<lance::FragmentInfo>& fragments, ViewState* into) {
   if (fragments.empty()) return;
   try {
-    ApplyFragments(fragments, 0);
+    ApplyFragments(at, fragments, into, 0);
   } catch (const Error& e) {
     // Some rows decoded together hold more than 2 GiB of values. Applying a
     // row twice changes nothing, so read again, one row per batch (a value
     // is at most 1 GiB).
     if (!lance::IsOffsetOverflow(e)) throw;
-    ApplyFragments(fragments, 1);
+    ApplyFragments(at, fragments, into, 1);
   }
 }
 
-void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments,
+void DB::Impl::ApplyFragments(const PinnedVersion& at,
+                              const std::vector<lance::FragmentInfo>& fragments, ViewState* into,
                               size_t batch_size) {
   lance::ScanOptions scan;
   scan.columns = {"seq", "op", "key", "value"};
@@ -203,71 +306,82 @@ void DB::Impl::ApplyFragments(const std::vector<lance::FragmentInfo>& fragments,
   scan.batch_size = batch_size;
   scan.fragment_ids.emplace();
   for (const auto& f : fragments) scan.fragment_ids->push_back(f.id);
-  uint64_t version = dataset_->version();
-  arrow::StreamReader reader = dataset_->Scan(scan);
+  View& view = into ? into->view : view_;
+  auto& marks = into ? into->marks : marks_;
+  auto& applied = into ? into->applied : applied_;
+  // A view being built aside is this thread's alone.
+  auto lock = [&] {
+    return into ? std::unique_lock<std::shared_mutex>() : std::unique_lock(view_mu_);
+  };
+  arrow::StreamReader reader = at.Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::UInt64Column seq(*batch, "seq");
     arrow::UInt8Column op(*batch, "op");
     arrow::BinaryColumn key(*batch, "key");
     arrow::BinaryColumn value(*batch, "value");
     arrow::UInt64Column address(*batch, lance::kRowAddress);
-    std::unique_lock lock(view_mu_);
+    auto locked = lock();
     for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
-                     LazyRef{version, address.value(i)});
+      ApplyStoredRow(view, marks, options_.lazy_value_threshold, seq.value(i),
+                     static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
+                     LazyRef{at.version(), address.value(i)});
     }
   }
-  std::unique_lock lock(view_mu_);
-  for (const auto& f : fragments) applied_[f.id] = f;
+  auto locked = lock();
+  for (const auto& f : fragments) applied[f.id] = {f, at.version()};
 }
 
-// Reads the rows of rewritten `fragments` without their values first: rows
-// the view already holds only need their references moved; the values of
-// the rest are then taken by address.
-void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments) {
-  if (fragments.empty()) return;
+bool DB::Impl::RebindFragments(const PinnedVersion& at,
+                               const std::vector<lance::FragmentInfo>& fragments,
+                               RowSet* expected) {
   lance::ScanOptions scan;
   scan.columns = {"seq", "op", "key"};
   scan.with_row_address = true;
   scan.fragment_ids.emplace();
   for (const auto& f : fragments) scan.fragment_ids->push_back(f.id);
-  uint64_t version = dataset_->version();
   std::vector<uint64_t> unknown;  // addresses of rows the view has not seen
-  arrow::StreamReader reader = dataset_->Scan(scan);
-  while (auto batch = reader.Next()) {
-    arrow::UInt64Column seq(*batch, "seq");
-    arrow::UInt8Column op(*batch, "op");
-    arrow::BinaryColumn key(*batch, "key");
-    arrow::UInt64Column address(*batch, lance::kRowAddress);
-    std::unique_lock lock(view_mu_);
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      auto kind = static_cast<OpKind>(op.value(i));
-      if (kind == OpKind::kPut) {
-        const Entry* e = view_.Find(key.value(i));
-        if (e != nullptr && e->seq() == seq.value(i)) {
-          if (e->is_lazy()) {
-            view_.SetLazy(key.value(i), seq.value(i), LazyRef{version, address.value(i)});
+  if (!fragments.empty()) {
+    arrow::StreamReader reader = at.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column seq(*batch, "seq");
+      arrow::UInt8Column op(*batch, "op");
+      arrow::BinaryColumn key(*batch, "key");
+      arrow::UInt64Column address(*batch, lance::kRowAddress);
+      std::unique_lock lock(view_mu_);
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        auto kind = static_cast<OpKind>(op.value(i));
+        if (expected != nullptr) expected->erase(RowIdentity(seq.value(i), kind, key.value(i)));
+        // Everything below applies a row of storage, so it is right whether
+        // or not the caller goes on to reload.
+        if (kind == OpKind::kPut) {
+          const Entry* e = view_.Find(key.value(i));
+          if (e != nullptr && e->seq() == seq.value(i)) {
+            if (e->is_lazy()) {
+              view_.SetLazy(key.value(i), seq.value(i), LazyRef{at.version(), address.value(i)});
+            }
+            continue;
           }
+          if (e != nullptr && e->seq() > seq.value(i)) continue;
+          if (view_.ranges().Covering(key.value(i)) > seq.value(i)) continue;
+        } else if (kind == OpKind::kDelete) {
+          view_.ApplyDelete(seq.value(i), key.value(i));
+          continue;
+        } else if (kind == OpKind::kMark) {
+          uint64_t& mark = marks_[std::string(key.value(i))];
+          mark = std::max(mark, seq.value(i));
           continue;
         }
-        if (e != nullptr && e->seq() > seq.value(i)) continue;
-        if (view_.ranges().Covering(key.value(i)) > seq.value(i)) continue;
-      } else if (kind == OpKind::kDelete) {
-        view_.ApplyDelete(seq.value(i), key.value(i));
-        continue;
-      } else if (kind == OpKind::kMark) {
-        uint64_t& mark = marks_[std::string(key.value(i))];
-        mark = std::max(mark, seq.value(i));
-        continue;
+        unknown.push_back(address.value(i));  // a put not seen yet, or a range (end in value)
       }
-      unknown.push_back(address.value(i));  // a put not seen yet, or a range (end in value)
     }
   }
+  if (expected != nullptr && !expected->empty()) return false;
   if (!unknown.empty()) {
-    // Taking by address reads exactly these rows; their fragments are part
-    // of the current version, so the addresses are valid here.
+    // Taking by address reads exactly these rows; `at` lists their
+    // fragments, and takes want them in order.
+    std::sort(unknown.begin(), unknown.end());
     auto take = [&](std::span<const uint64_t> addresses) {
-      arrow::StreamReader taken = dataset_->Take(addresses, {"seq", "op", "key", "value"});
+      arrow::StreamReader taken = at.Take(addresses, {"seq", "op", "key", "value"});
       size_t next = 0;
       while (auto batch = taken.Next()) {
         arrow::UInt64Column seq(*batch, "seq");
@@ -276,8 +390,9 @@ void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments
         arrow::BinaryColumn value(*batch, "value");
         std::unique_lock lock(view_mu_);
         for (int64_t i = 0; i < batch->num_rows(); ++i, ++next) {
-          ApplyStoredRow(seq.value(i), static_cast<OpKind>(op.value(i)), key.value(i),
-                         value.value(i), LazyRef{version, addresses[next]});
+          ApplyStoredRow(view_, marks_, options_.lazy_value_threshold, seq.value(i),
+                         static_cast<OpKind>(op.value(i)), key.value(i), value.value(i),
+                         LazyRef{at.version(), addresses[next]});
         }
       }
     };
@@ -291,7 +406,28 @@ void DB::Impl::RebindFragments(const std::vector<lance::FragmentInfo>& fragments
     }
   }
   std::unique_lock lock(view_mu_);
-  for (const auto& f : fragments) applied_[f.id] = f;
+  for (const auto& f : fragments) applied_[f.id] = {f, at.version()};
+  return true;
+}
+
+void DB::Impl::Reload(const PinnedVersion& at, const Held& held) {
+  ViewState fresh;
+  ApplyFragments(at, at.fragments(), &fresh);
+  std::optional<pipeline::WritePipeline::Locked> own;
+  pipeline::WritePipeline::Locked* writes = held.writes;
+  if (writes == nullptr && !held.opening) writes = &own.emplace(pipeline_.Lock());
+  {
+    std::unique_lock view_lock(view_mu_);
+    // With the flush lock held nothing is in flight: the pending batch is
+    // every write of this handle that `at` may lack. Applying one that it
+    // holds changes nothing.
+    if (writes != nullptr) ApplyOps(writes->pending<KvBatch>().ops, fresh.view);
+    view_.Swap(fresh.view);
+    applied_.swap(fresh.applied);
+    marks_.swap(fresh.marks);
+  }
+  own.reset();
+  // `fresh` now holds the old view, freed here without any lock.
 }
 
 }  // namespace kv0::kv

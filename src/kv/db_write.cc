@@ -33,23 +33,27 @@ void Validate(const WriteBatch& batch) {
 
 }  // namespace
 
-void DB::Impl::ApplyToView(const OpBuffer& ops) {
-  std::unique_lock lock(view_mu_);
+void DB::Impl::ApplyOps(const OpBuffer& ops, View& view) {
   ops.ForEach([&](const Op& op) {
     switch (op.kind) {
       case OpKind::kPut:
-        view_.ApplyPut(op.seq, op.key, op.value);
+        view.ApplyPut(op.seq, op.key, op.value);
         break;
       case OpKind::kDelete:
-        view_.ApplyDelete(op.seq, op.key);
+        view.ApplyDelete(op.seq, op.key);
         break;
       case OpKind::kDeleteRange:
-        view_.ApplyDeleteRange(op.seq, op.key, op.value);
+        view.ApplyDeleteRange(op.seq, op.key, op.value);
         break;
       case OpKind::kMark:
         break;
     }
   });
+}
+
+void DB::Impl::ApplyToView(const OpBuffer& ops) {
+  std::unique_lock lock(view_mu_);
+  ApplyOps(ops, view_);
 }
 
 void DB::Impl::Write(const WriteBatch& batch, const WriteOptions& options) {
@@ -107,7 +111,9 @@ void DB::Impl::AfterCommit(pipeline::Batch& batch) {
   auto fragments = dataset_->Fragments();
   std::unique_lock view_lock(view_mu_);
   for (const auto& f : fragments) {
-    if (!commit.fragment_ids.empty() && f.id == commit.fragment_ids[0]) applied_[f.id] = f;
+    if (!commit.fragment_ids.empty() && f.id == commit.fragment_ids[0]) {
+      applied_[f.id] = {f, commit.version};
+    }
   }
   for (const auto& [writer, seq] : kv.marks(kOpsTable)) {
     uint64_t& mark = marks_[writer];

@@ -1,70 +1,67 @@
 #include "kv/lazy_values.h"
 
+#include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace kv0::kv {
 
-std::vector<std::string> LazyValues::TakeFrom(const lance::Dataset& dataset,
+std::vector<std::string> LazyValues::TakeFrom(const PinnedVersion& at,
                                               std::span<const LazyRef> refs) {
   try {
-    return TakeAll(dataset, refs);
+    return TakeAll(at, refs);
   } catch (const Error& e) {
     if (!lance::IsOffsetOverflow(e) || refs.size() == 1) throw;
   }
   // Together they hold more than one Arrow batch can: one at a time (a
   // value is at most 1 GiB).
   std::vector<std::string> values;
-  for (const LazyRef& ref : refs) values.push_back(std::move(TakeAll(dataset, {&ref, 1})[0]));
+  for (const LazyRef& ref : refs) values.push_back(std::move(TakeAll(at, {&ref, 1})[0]));
   return values;
 }
 
-std::vector<std::string> LazyValues::TakeAll(const lance::Dataset& dataset,
+std::vector<std::string> LazyValues::TakeAll(const PinnedVersion& at,
                                              std::span<const LazyRef> refs) {
+  // Lance gets the addresses in ascending order without repeats (see
+  // pinned_versions.h); the values come back in the order asked for.
   std::vector<uint64_t> addresses;
   addresses.reserve(refs.size());
   for (const auto& r : refs) addresses.push_back(r.address);
-  std::vector<std::string> values;
-  values.reserve(refs.size());
-  arrow::StreamReader reader = dataset.Take(addresses, {"value"});
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  std::vector<std::string> taken;
+  taken.reserve(addresses.size());
+  arrow::StreamReader reader = at.Take(addresses, {"value"});
   while (auto batch = reader.Next()) {
     arrow::BinaryColumn column(*batch, "value");
-    for (int64_t i = 0; i < batch->num_rows(); ++i) values.emplace_back(column.value(i));
+    for (int64_t i = 0; i < batch->num_rows(); ++i) taken.emplace_back(column.value(i));
   }
-  if (values.size() != refs.size()) {
-    throw Error(Code::kIOError, "took " + std::to_string(values.size()) + " of " +
-                                    std::to_string(refs.size()) + " values from " + dataset.uri());
+  if (taken.size() != addresses.size()) {
+    throw Error(Code::kIOError, "took " + std::to_string(taken.size()) + " of " +
+                                    std::to_string(addresses.size()) + " values from " + at.uri());
+  }
+  std::vector<std::string> values;
+  values.reserve(refs.size());
+  for (const auto& r : refs) {
+    size_t i = std::lower_bound(addresses.begin(), addresses.end(), r.address) - addresses.begin();
+    values.push_back(taken[i]);
   }
   return values;
 }
 
-const lance::Dataset& LazyValues::AtVersion(uint64_t version) {
-  std::lock_guard lock(versions_mu_);
-  auto it = versions_.find(version);
-  if (it == versions_.end()) {
-    // Old versions are only needed in the window between another writer's
-    // compaction and this handle's refresh; keep a few.
-    if (versions_.size() >= 4) versions_.erase(versions_.begin());
-    auto ds = std::make_unique<lance::Dataset>(
-        lance::Dataset::Open(current_.uri(), current_.storage_options(), version));
-    it = versions_.emplace(version, std::move(ds)).first;
-  }
-  return *it->second;
-}
-
 std::vector<std::string> LazyValues::Take(std::span<const LazyRef> refs) {
-  try {
-    return TakeFrom(current_, refs);
-  } catch (const Error&) {
-    // Some fragment is gone from the current version: read each version's
-    // references where they came from.
+  // Usually one group: the newest open version lists every fragment the
+  // view refers to, until another writer compacts some of them away.
+  std::map<std::shared_ptr<const PinnedVersion>, std::vector<size_t>> groups;
+  for (size_t i = 0; i < refs.size(); ++i) {
+    groups[versions_.Holding(FragmentOf(refs[i].address), refs[i].version)].push_back(i);
   }
+  if (groups.size() == 1) return TakeFrom(*groups.begin()->first, refs);
   std::vector<std::string> values(refs.size());
-  std::map<uint64_t, std::vector<size_t>> by_version;
-  for (size_t i = 0; i < refs.size(); ++i) by_version[refs[i].version].push_back(i);
-  for (const auto& [version, positions] : by_version) {
+  for (const auto& [at, positions] : groups) {
     std::vector<LazyRef> group;
     for (size_t i : positions) group.push_back(refs[i]);
-    auto taken = TakeFrom(AtVersion(version), group);
+    auto taken = TakeFrom(*at, group);
     for (size_t j = 0; j < positions.size(); ++j) values[positions[j]] = std::move(taken[j]);
   }
   return values;

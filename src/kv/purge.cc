@@ -65,7 +65,7 @@ DB::PurgeStats DB::Impl::Purge(bool force) {
   {
     // Other handles' committed deletions count too.
     std::lock_guard refresh_lock(refresh_mu_);
-    RefreshLocked();
+    RefreshLocked({.flushes = true});
   }
 
   // The check comes before any change: a refused purge removes nothing.

@@ -20,7 +20,10 @@ namespace kv0::kv {
 namespace {
 
 constexpr char kMagic[8] = {'K', 'V', '0', 'S', 'N', 'A', 'P', '1'};
-constexpr uint32_t kFormatVersion = 1;
+// 1 was written before views were saved only when equal to storage at their
+// version (a view saved then could hold keys storage had lost), so such files
+// are refused; 2 was never used.
+constexpr uint32_t kFormatVersion = 3;
 constexpr size_t kBufferSize = size_t{1} << 20;
 constexpr size_t kChecksumSize = 8;
 

@@ -3,16 +3,17 @@
 //
 // A snapshot records the view as it stood at one dataset version, together
 // with what a reopen must check before trusting it: the identity of every
-// fragment the view was built from, the lazy_value_threshold it was built
-// with, and each WAL writer's highest committed sequence number. Deciding
-// whether a snapshot still applies is the caller's job; this file only writes
-// and reads it.
+// fragment the view was built from (the caller saves only a view built from
+// exactly the fragments of dataset_version, with nothing else in it), the
+// lazy_value_threshold it was built with, and each WAL writer's highest
+// committed sequence number. Deciding whether a snapshot still applies is the
+// caller's job; this file only writes and reads it.
 //
 // File layout. Integers are little-endian and fixed-width (u8, u32, u64);
 // a string is a u32 byte count followed by the bytes.
 //
 //   magic              8 bytes, "KV0SNAP1"
-//   format version     u32, currently 1
+//   format version     u32, currently 3 (1 is refused, 2 was never used)
 //   dataset_version    u64
 //   lazy threshold     u64
 //   fragment count     u32, then per fragment:

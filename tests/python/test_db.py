@@ -365,3 +365,69 @@ def test_stubs_describe_the_native_module():
     assert stub.is_file()
     text = stub.read_text()
     assert "class _DB" in text and "def put" in text
+
+
+# Commits as fast as it can until the file `stop` appears: every refresh of
+# the reader below has another writer's commit to read.
+BUSY_WRITER = textwrap.dedent("""
+    import os, sys, kv0
+    path, wal, stop = sys.argv[1], sys.argv[2], sys.argv[3]
+    db = kv0.DB(path, wal_dir=wal, max_fragments=4)
+    i = 0
+    while not os.path.exists(stop):
+        db.put(b"w%06d" % (i % 500), b"%d" % i + b"x" * (i % 200), sync=True)
+        i += 1
+    db.close()
+""")
+
+# Reads with Lance logging at trace level, each read refreshing first.
+TRACE_READER = textwrap.dedent("""
+    import logging, sys, kv0
+    import pyarrow as pa
+    path, wal, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    logging.basicConfig(level=5, stream=open("/dev/null", "w"))
+    kv0.set_lance_log_level(5)
+    db = kv0.DB(path, wal_dir=wal, refresh_interval=0, lazy_value_threshold=64)
+    for r in range(rounds):
+        db.put(b"r%d" % r, b"y" * (r % 150))
+        if r % 3 == 0:
+            db.flush()
+        it = db.iteritems()
+        it.seek_to_first()
+        items = list(it)
+        assert (b"r%d" % r, b"y" * (r % 150)) in items
+        it = db.iterkeys()
+        it.seek_to_last()
+        assert list(reversed(it))[-1] == items[0][0]
+        it = db.itervalues()
+        it.seek(b"w")
+        next(it, None)
+        table = pa.RecordBatchReader.from_stream(db.scan_arrow()).read_all()
+        assert table.num_rows >= len(items) - 1
+        keys = [k for k, _ in items[:50]]
+        assert db.multi_get(keys).keys() == set(keys)
+        assert db.get(b"r%d" % r) == b"y" * (r % 150)
+        db.refresh()
+    db.close()
+    print("done", sum(1 for k, _ in items if k.startswith(b"w")), flush=True)
+""")
+
+
+def test_reads_never_hang_with_trace_logging_and_another_writer(tmp_path):
+    # Lance's log callback takes the GIL on Lance's threads; a read that
+    # waited on Lance while holding the GIL would hang forever.
+    path, wal, stop = str(tmp_path / "trace"), str(tmp_path / "wal"), tmp_path / "stop"
+    kv0.DB(path, wal_dir=wal).close()
+    writer = subprocess.Popen([sys.executable, "-c", BUSY_WRITER, path, wal, str(stop)])
+    try:
+        reader = subprocess.run([sys.executable, "-c", TRACE_READER, path, wal, "40"],
+                                capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a read hung with Lance logging at trace level")
+    finally:
+        stop.touch()
+        writer.wait(timeout=120)
+    assert reader.returncode == 0, reader.stderr[-3000:]
+    done, writer_keys = reader.stdout.split()
+    assert done == "done" and int(writer_keys) > 0  # the reader saw the writer's commits
+    assert writer.returncode == 0
