@@ -85,7 +85,7 @@ void PointBuffer::Add(uint64_t series_id, int64_t step, std::optional<int64_t> e
                       int64_t timestamp_us, double value, uint64_t seq, bool dirty,
                       StatsDelta* delta) {
   series_ids.push_back(series_id);
-  seqs.push_back(seq);
+  seqs.push_back(dirty ? seq : 0);
   steps.push_back(step);
   epochs.push_back(epoch.value_or(0));
   has_epoch.push_back(epoch.has_value());
@@ -238,7 +238,14 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
   b.float64(4).Append(std::span<const double>(points.values));
   auto& stats = b.binary(5);
   for (size_t i = 0; i < points.size(); ++i) stats.AppendNull();
-  b.uint64(6).Append(std::span<const uint64_t>(points.seqs));
+  auto& seq = b.uint64(6);
+  for (uint64_t s : points.seqs) {
+    if (s != 0) {
+      seq.Append(s);
+    } else {
+      seq.AppendNull();
+    }
+  }
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const auto& [id, delta] : points.deltas) {
     b.uint64(0).Append(kReservedSeriesId);

@@ -44,6 +44,9 @@ struct ParamChange {
 // per series they touch.
 struct PointBuffer {
   std::vector<uint64_t> series_ids;
+  // A point's seq if it may overwrite an earlier point at its step (Add's
+  // `dirty`), else 0: stored as null, since a point at a step its writer had
+  // not written yet is the first there and loses to any later one.
   std::vector<uint64_t> seqs;
   std::vector<int64_t> steps;
   std::vector<int64_t> epochs;
@@ -71,8 +74,9 @@ struct Mark {
 };
 
 // A point as scanned from metrics. At one step the later point is the one
-// with the higher seq, and among points without one (written before the
-// column existed: seq 0) the one with the larger row address. Row addresses
+// with the higher seq; a point without one (seq 0: the first its writer put
+// at that step, or written before the column existed) is older than any
+// with one, and among those the larger row address wins. Row addresses
 // alone do not say it: compaction and optimize give the rows they move new,
 // higher addresses, above points appended meanwhile.
 struct StoredPoint {
