@@ -39,6 +39,9 @@ KV0_OPTIONS: dict[str, type | tuple[type, ...]] = {
     "wal_sync": str,
     "mark_ttl": (int, float),
     "replay_stale_wal": bool,
+    "request_timeout": (int, float),
+    "request_retries": int,
+    "commit_timeout": (int, float),
 }
 
 
