@@ -12,6 +12,17 @@
 // refreshes (at most every refresh_interval, or on Refresh()). Conflicting
 // writes to one key resolve last-writer-wins by sequence number, a hybrid
 // logical clock in nanoseconds.
+//
+// Slow stores. Reads are answered from the in-memory view and never wait on
+// the object store for what the view holds: the refresh a read finds due
+// runs in the background (the read answers from the view as it is), and
+// no lock a read takes is held across object-store I/O by a flush, refresh,
+// compaction or cleanup. Only values that stay in Lance (over
+// lazy_value_threshold, not cached) are read from the store. A write waits
+// on the store only if it is a sync write, or if the buffer has grown past
+// twice write_buffer_size (it then tries one flush itself, unless flushes
+// are backing off after failures). Every wait is bounded: request_timeout
+// per request, commit_timeout per commit.
 #pragma once
 
 #include <chrono>

@@ -218,6 +218,8 @@ class DB::Impl : public BackgroundClient,
 
   std::atomic<bool> closed_{false};
   std::atomic<int64_t> last_refresh_ns_{0};  // steady clock
+  // Set while a background refresh is queued or running (MaybeRefresh).
+  std::shared_ptr<std::atomic<bool>> refresh_queued_ = std::make_shared<std::atomic<bool>>(false);
   std::atomic<uint64_t> flushes_{0};
   std::atomic<uint64_t> compactions_{0};
   std::atomic<uint64_t> view_reloads_{0};

@@ -25,11 +25,18 @@ pipeline::Options PipelineOptions(const std::string& uri, const Options& options
   return out;
 }
 
+// The options with kv0's object-store client defaults in the storage options.
+Options WithClientDefaults(Options options) {
+  options.storage_options = lance::WithClientDefaults(
+      std::move(options.storage_options), options.request_timeout, options.request_retries);
+  return options;
+}
+
 }  // namespace
 
 DB::Impl::Impl(std::string uri, const Options& options)
     : uri_(std::move(uri)),
-      options_(options),
+      options_(WithClientDefaults(options)),
       read_only_(options.read_only || options.version != 0 || !options.tag.empty()),
       pinned_(options.version != 0 || !options.tag.empty()),
       wal_dir_(IsMemoryUri(uri_) ? std::string()
@@ -39,7 +46,7 @@ DB::Impl::Impl(std::string uri, const Options& options)
 std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Options& options) {
   std::string uri = NormalizeLocation(location);
   std::shared_ptr<Impl> db(new Impl(uri, options));
-  const auto& storage = options.storage_options;
+  const auto& storage = db->options_.storage_options;
 
   if (db->read_only_ || !options.create_if_missing) {
     // NotFound propagates: a missing database is not created here.
@@ -63,6 +70,7 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
       }
     }
   }
+  db->dataset_->SetCommitTimeout(options.commit_timeout);
   db->versions_ = std::make_unique<PinnedVersions>(*db->dataset_);
   db->lazy_ = std::make_unique<LazyValues>(*db->versions_, options.value_cache_size);
 

@@ -106,7 +106,17 @@ void DB::Impl::MaybeRefresh() {
   auto interval = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.refresh_interval);
   int64_t now = SteadyNanos();
   if (now - last_refresh_ns_ < interval.count()) return;
-  Refresh();
+  // In the background: a read answers from the view as it is rather than
+  // wait for the store (which may be slow, or down), and sees what the
+  // refresh brings once it is done. A failed refresh is retried at the next
+  // read after refresh_interval.
+  std::weak_ptr<Impl> weak = weak_from_this();
+  Background::Get().SubmitOnce(refresh_queued_, [weak] {
+    auto self = weak.lock();
+    if (!self || self->closed_) return;
+    self->last_refresh_ns_ = SteadyNanos();
+    self->Refresh();
+  });
 }
 
 void DB::Impl::Refresh() {

@@ -130,7 +130,9 @@ void DB::Impl::AfterCommit(pipeline::Batch& batch) {
     });
   }
   view_lock.unlock();
-  MaybeCompact(fragments);
+  // A closing handle leaves compaction to the next one: close takes only
+  // its flush's commit.
+  if (!closed_) MaybeCompact(fragments);
 }
 
 pipeline::Layer::RecordInfo DB::Impl::Describe(std::string_view record) {
