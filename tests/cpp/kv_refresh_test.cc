@@ -6,9 +6,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string>
+#include <thread>
 
 #include "kv/op_log.h"
 #include "kv/snapshot.h"
@@ -301,6 +304,59 @@ TEST_F(KvRefreshTest, LazyValuesOfAFragmentCompactedElsewhereAreReadWithoutAPani
   b->Refresh();
   EXPECT_EQ(b->Get("k4"), big + "4");
   EXPECT_EQ(All(*b), Fresh());
+}
+
+// Reloads racing this handle's writes, flushes and reads: another handle
+// compacts the whole store again and again while one thread writes and
+// flushes through this handle and another refreshes it and reads. No write
+// this handle acknowledged may ever read as absent.
+TEST_F(KvRefreshTest, ReloadsRacingWritesFlushesAndReadsLoseNoWrite) {
+  auto o = Opts();
+  o.lazy_value_threshold = 16;
+  auto a = Open(o);
+  auto b = Open(o);
+  std::atomic<int> acked{-1};
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0};
+  auto key = [](int i) { return "w" + std::to_string(i); };
+  auto value = [](int i) { return std::string(i % 3 == 0 ? 40 : 4, 'x') + std::to_string(i); };
+  std::thread writer([&] {
+    for (int i = 0; !stop; ++i) {
+      b->Put(key(i), value(i));
+      acked = i;
+      if (b->Get(key(i)) != value(i)) failures++;
+      if (i % 7 == 0) b->Flush();
+    }
+  });
+  std::thread reader([&] {
+    std::mt19937 rng(7);
+    while (!stop) {
+      b->Refresh();
+      int last = acked;
+      if (last < 0) continue;
+      int i = static_cast<int>(rng() % (last + 1));
+      if (b->Get(key(i)) != value(i)) failures++;
+      std::vector<std::string> keys = {key(i), key(last)};
+      std::vector<std::string_view> views(keys.begin(), keys.end());
+      auto got = b->MultiGet(views);
+      if (got[0] != value(i) || got[1] != value(last)) failures++;
+    }
+  });
+  for (int round = 0; round < 25; ++round) {
+    a->Put("a" + std::to_string(round), "v");
+    a->Delete("a" + std::to_string(round - 1));
+    a->CompactRange();
+  }
+  stop = true;
+  writer.join();
+  reader.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(b->GetStats().view_reloads, 0u);
+  b->Flush();
+  b->Refresh();
+  Contents all = All(*b);
+  EXPECT_EQ(all, Fresh());
+  for (int i = 0; i <= acked; ++i) ASSERT_EQ(all[key(i)], value(i)) << i;
 }
 
 // A saved view is trusted only if it describes exactly the fragments of the

@@ -254,8 +254,8 @@ class Harness {
     Options o;
     o.wal_dir = (dir_ / "wal").string();
     o.wal_sync = WalSync::kNone;
-    o.flush_interval = std::chrono::hours(1);      // commits happen where the test says
-    o.refresh_interval = std::chrono::hours(1);    // and so do refreshes
+    o.flush_interval = std::chrono::hours(1);    // commits happen where the test says
+    o.refresh_interval = std::chrono::hours(1);  // and so do refreshes
     o.write_buffer_size = size_t{1} << 30;
     o.max_fragments = std::vector<size_t>{2, 3, 5}[Pick(3)];
     o.lazy_value_threshold = Chance(50) ? 16 : size_t{1} << 20;
@@ -505,7 +505,8 @@ class Harness {
     counts_->reads++;
     auto want = views_[h].Get(key);
     auto got = handles_[h].db->Get(key);
-    ASSERT_EQ(PrintableOr(got), PrintableOr(want)) << "get " << Printable(key) << "\n" << Context(h);
+    ASSERT_EQ(PrintableOr(got), PrintableOr(want)) << "get " << Printable(key) << "\n"
+                                                   << Context(h);
   }
 
   void ExpectMultiGet(int h, const std::vector<std::string>& keys) {
