@@ -401,9 +401,6 @@ def test_repo_stall_longer_than_the_timeouts(store, proxy, tmp_path, case):
         tracked.check(fresh)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "a read whose periodic refresh cannot reach the store raises StoreIOError "
-    "instead of answering from the in-memory view (issue 14, C++ side)"))
 def test_db_reads_answer_from_memory_during_an_outage(store, proxy, tmp_path):
     uri = store.uri("db")
     db = kv0.DB(uri, storage_options=via(store, proxy), wal_dir=str(tmp_path / "wal"),
