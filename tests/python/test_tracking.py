@@ -678,15 +678,19 @@ def test_pylance_reads_the_documented_schemas(path, opts):
     assert fields(metrics) == [
         ("series_id", pa.uint64(), False), ("step", pa.int64(), False),
         ("epoch", pa.int64(), True), ("timestamp", ts, False),
-        ("value", pa.float64(), False), ("stats", pa.binary(), True)]
+        ("value", pa.float64(), False), ("stats", pa.binary(), True),
+        ("seq", pa.uint64(), True)]
     # The encoding hint the table was created with; series_id has none.
     hint = b"lance-encoding:dict-divisor"
     schema = lance.dataset(path + "/metrics.lance").schema
     assert [hint in (schema.field(n).metadata or {}) for n in schema.names] == [
-        False, True, True, True, True, False]
+        False, True, True, True, True, False, True]
     points = [r for r in metrics.to_pylist() if r["series_id"] == sid]
     assert len(points) == 1
     assert (points[0]["step"], points[0]["epoch"], points[0]["value"]) == (3, 1, 1.5)
+    # A run created with a given id may have stored points: its first point
+    # may overwrite one, so it carries its seq (docs/design.md).
+    assert points[0]["seq"] is not None and points[0]["seq"] > 0
     assert points[0]["timestamp"] == datetime.datetime(2026, 1, 1, 0, 0, 0, 5, tzinfo=UTC)
 
 
