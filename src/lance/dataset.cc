@@ -302,6 +302,9 @@ StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseco
     options.try_emplace("timeout", std::to_string(request_timeout.count()) + "ms");
   }
   options.try_emplace("client_max_retries", std::to_string(request_retries));
+  // Lance retries a request its client gave up on once more per throttle
+  // retry, which would multiply the bound; request_retries counts them all.
+  options.try_emplace("lance_aimd_max_retries", "0");
   return options;
 }
 

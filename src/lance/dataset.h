@@ -212,8 +212,10 @@ class Dataset {
 
 // Storage options with kv0's defaults for object-store clients added where
 // `options` names none: a bound on each request ("timeout", in object_store's
-// duration syntax) and the number of retries of a failed request
-// ("client_max_retries", Lance's key). Local paths and memory:// ignore them.
+// duration syntax), the number of retries of a failed request
+// ("client_max_retries", Lance's key), and no further retries by Lance's
+// request throttle ("lance_aimd_max_retries" 0), so that the two bound a
+// request's whole wait. Local paths and memory:// ignore them.
 StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseconds request_timeout,
                                   uint32_t request_retries);
 

@@ -20,6 +20,7 @@
 #include "kv0/kv.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "pipeline/write_pipeline.h"
 #include "test_util.h"
 #include "wal/fault_files.h"
 
@@ -200,6 +201,31 @@ TEST_F(PipelineTest, KvSyncWriteWhoseCommitFailsIsStillLoggedAndCommittedLater) 
   failing = false;
   db->Put("b", "2", {.sync = true});  // commits both
   EXPECT_EQ(db->GetStats().buffered_ops, 0u);
+}
+
+TEST_F(PipelineTest, KvWritesDuringAnOutageBackOffInsteadOfCommittingEach) {
+  // Past twice write_buffer_size a writer flushes itself; while the store
+  // fails, that would be one failing commit per write. After a failure,
+  // flushes back off (1 s, then 2, 4, ...) and the writes go on buffering.
+  std::atomic<int> attempts{0};
+  std::atomic<bool> failing{true};
+  CommitHookScope hook([&](const std::string&, std::string_view, bool committed) {
+    if (committed) return;
+    ++attempts;
+    if (failing) throw Error(Code::kIOError, "injected outage");
+  });
+  kv::Options options = KvOpts();
+  options.write_buffer_size = 1024;
+  auto db = kv::DB::Open(Db(), options);
+  for (int i = 0; i < 2000; ++i) db->Put("k" + std::to_string(i), std::string(100, 'v'));
+  EXPECT_LT(attempts.load(), 50) << "a commit was tried for most writes";
+  EXPECT_EQ(db->GetStats().buffered_ops, 2000u);
+  failing = false;
+  db->Flush();  // an explicit flush does not wait for the backoff
+  EXPECT_EQ(db->GetStats().buffered_ops, 0u);
+  EXPECT_EQ(pipeline::WritePipeline::Backoff(1), std::chrono::seconds(1));
+  EXPECT_EQ(pipeline::WritePipeline::Backoff(3), std::chrono::seconds(4));
+  EXPECT_EQ(pipeline::WritePipeline::Backoff(40), std::chrono::seconds(60));
 }
 
 // --- 2. Replay into an adopted writer id ------------------------------------
@@ -491,8 +517,7 @@ TEST_F(PipelineTest, UpdateOfANewRunDuringItsFlushSeesTheRun) {
   }
   // The run's row is in the flush's batch, neither buffered nor committed.
   try {
-    tracking::RunInfo updated =
-        run.Update([](tracking::RunInfo& info) { info.name = "renamed"; });
+    tracking::RunInfo updated = run.Update([](tracking::RunInfo& info) { info.name = "renamed"; });
     EXPECT_EQ(updated.name, "renamed");
   } catch (const Error& e) {
     ADD_FAILURE() << "Update during the flush threw: " << e.what();
