@@ -154,10 +154,11 @@ class DB::Impl : public BackgroundClient,
     // The handle is opening: the pipeline is not open and nothing is pending.
     bool opening = false;
   };
-  // Brings the view to the latest version. Returns false, having changed
-  // nothing a reader could tell from a refresh not yet made, when the view
-  // must be reloaded and !held.flushes: the caller then takes the flush lock
-  // and calls again.
+  // Brings the view to the latest version. Returns false when the view must
+  // be reloaded and !held.flushes: the caller then takes the flush lock and
+  // calls again. The view may hold some rows of the new version by then, as
+  // it does while any refresh runs (rows of other writers are applied batch
+  // by batch).
   bool RefreshLocked(const Held& held);
   // Rows of stored fragments, keyed by their identity (seq, op, key).
   using RowSet = std::unordered_set<std::string>;

@@ -361,26 +361,30 @@ class Harness {
     return out;
   }
 
-  // Writes `ops` through handle h, as one call.
-  void Write(int h, std::vector<WriteBatch::Op> ops, const WriteOptions& options,
-             const std::string& what) {
-    // The excluded case: the other handle's unflushed put of a key this
-    // write deletes is committed first.
-    int other = 1 - h;
-    bool flush_other = false;
-    for (uint64_t p : handles_[other].pending) {
+  // Whether `ops`, written through h, delete a key that the other handle
+  // has an unflushed put of.
+  bool DeletesPendingPut(int h, const std::vector<WriteBatch::Op>& ops) {
+    for (uint64_t p : handles_[1 - h].pending) {
       for (const auto& put : At(p).ops) {
         if (put.kind != WriteBatch::Kind::kPut) continue;
         for (const auto& op : ops) {
           if ((op.kind == WriteBatch::Kind::kDelete && op.key == put.key) ||
               (op.kind == WriteBatch::Kind::kDeleteRange && op.key <= put.key &&
                put.key < op.value)) {
-            flush_other = true;
+            return true;
           }
         }
       }
     }
-    if (flush_other) Flush(other, "before a delete of its key");
+    return false;
+  }
+
+  // Writes `ops` through handle h, as one call.
+  void Write(int h, std::vector<WriteBatch::Op> ops, const WriteOptions& options,
+             const std::string& what) {
+    // The excluded case: the other handle's unflushed put of a key this
+    // write deletes is committed first.
+    if (DeletesPendingPut(h, ops)) Flush(1 - h, "before a delete of its key");
 
     Note("handle " + std::to_string(h) + " " + what);
     WriteBatch batch;
@@ -423,31 +427,42 @@ class Harness {
       std::string k = Key(), v = Value();
       Write(h, {{WriteBatch::Kind::kPut, k, v}}, {.disable_wal = true},
             "unlogged put " + Printable(k) + " " + Printable(v));
-    } else if (what < 360) {
-      std::string k = Key();
-      Write(h, {{WriteBatch::Kind::kDelete, k, ""}}, {}, "delete " + Printable(k));
-    } else if (what < 400) {
-      auto [a, b] = Range();
-      Write(h, {{WriteBatch::Kind::kDeleteRange, a, b}}, {},
-            "delete_range " + Printable(a) + " " + Printable(b));
     } else if (what < 480) {
+      // Deletes, ranges and batches. Most of those that would delete a key
+      // the other handle has an unflushed put of are drawn again, so that
+      // the other handle's flush before them stays one case among others.
       std::vector<WriteBatch::Op> ops;
-      std::string desc = "batch";
-      for (int i = Pick(6) + 1; i > 0; --i) {
-        int kind = Pick(10);
-        if (kind < 6) {
-          std::string k = Key(), v = Value();
-          ops.push_back({WriteBatch::Kind::kPut, k, v});
-          desc += " put " + Printable(k) + " " + Printable(v);
-        } else if (kind < 9) {
+      std::string desc;
+      for (int attempt = 0; attempt < 4; ++attempt) {
+        ops.clear();
+        if (what < 360) {
           std::string k = Key();
           ops.push_back({WriteBatch::Kind::kDelete, k, ""});
-          desc += " delete " + Printable(k);
-        } else {
+          desc = "delete " + Printable(k);
+        } else if (what < 400) {
           auto [a, b] = Range();
           ops.push_back({WriteBatch::Kind::kDeleteRange, a, b});
-          desc += " delete_range " + Printable(a) + " " + Printable(b);
+          desc = "delete_range " + Printable(a) + " " + Printable(b);
+        } else {
+          desc = "batch";
+          for (int i = Pick(6) + 1; i > 0; --i) {
+            int kind = Pick(10);
+            if (kind < 6) {
+              std::string k = Key(), v = Value();
+              ops.push_back({WriteBatch::Kind::kPut, k, v});
+              desc += " put " + Printable(k) + " " + Printable(v);
+            } else if (kind < 9) {
+              std::string k = Key();
+              ops.push_back({WriteBatch::Kind::kDelete, k, ""});
+              desc += " delete " + Printable(k);
+            } else {
+              auto [a, b] = Range();
+              ops.push_back({WriteBatch::Kind::kDeleteRange, a, b});
+              desc += " delete_range " + Printable(a) + " " + Printable(b);
+            }
+          }
         }
+        if (!DeletesPendingPut(h, ops)) break;
       }
       Write(h, std::move(ops), {}, desc);
     } else if (what < 670) {
