@@ -205,7 +205,9 @@ class DB {
 
   // Commits every buffered write to Lance.
   void Flush();
-  // Flushes, then rewrites the whole store as its live rows.
+  // Flushes, then rewrites the whole store as its live rows. Losing a race
+  // to another handle's compaction, it starts again (three tries, then
+  // Conflict).
   void CompactRange();
   // Reads what other writers committed since the last refresh.
   void Refresh();

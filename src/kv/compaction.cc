@@ -55,7 +55,16 @@ void DB::Impl::CompactRange() {
   if (read_only_) throw Error(Code::kNotSupported, uri_ + " is open read-only");
   auto flushes = pipeline_.LockFlushes();
   pipeline_.FlushLocked();
-  Materialize();
+  // Another writer's compaction of the same fragments wins a race: the
+  // rewrite then starts again from what storage holds now.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      Materialize();
+      return;
+    } catch (const Error& e) {
+      if (e.code() != Code::kConflict || attempt == 3) throw;
+    }
+  }
 }
 
 // Writes the view (live values, tombstones within their grace period, range

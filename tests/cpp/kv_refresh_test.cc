@@ -410,5 +410,32 @@ TEST_F(KvRefreshTest, ASavedViewThatDoesNotDescribeItsVersionIsIgnored) {
   EXPECT_EQ(All(*db), (Contents{{"a", "1"}, {"b", "2"}}));
 }
 
+// Two handles compact the same fragments at once: the loser's Update
+// conflicts with the winner's, and CompactRange starts again from the
+// winner's version instead of reporting the lost race.
+TEST_F(KvRefreshTest, CompactRangeThatLosesARaceToAnotherCompactionStartsAgain) {
+  auto a = Open();
+  auto b = Open();
+  a->Put("a", "1");
+  a->Flush();
+  b->Put("b", "2");
+  b->Delete("a");
+  b->Flush();
+  a->Refresh();
+
+  // Just before a's first Update commits, b compacts the same fragments.
+  int updates = 0;
+  lance::SetCommitHookForTesting([&](const std::string&, std::string_view op, bool committed) {
+    if (op != "update" || committed) return;
+    if (++updates == 1) b->CompactRange();
+  });
+  EXPECT_NO_THROW(a->CompactRange());
+  lance::SetCommitHookForTesting(nullptr);
+
+  EXPECT_EQ(updates, 3);  // a's first try, b's compaction, a's second try
+  EXPECT_EQ(All(*a), (Contents{{"b", "2"}}));
+  EXPECT_EQ(Fresh(), (Contents{{"b", "2"}}));
+}
+
 }  // namespace
 }  // namespace kv0::kv
