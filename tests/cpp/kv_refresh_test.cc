@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -316,8 +315,7 @@ TEST_F(KvRefreshTest, ReloadsRacingWritesFlushesAndReadsLoseNoWrite) {
   o.lazy_value_threshold = 16;
   o.commit_timeout = std::chrono::milliseconds(0);  // sanitizer builds commit slowly
   // KV0_RACE_ROUNDS: fewer compactions for the thread sanitizer's stage.
-  const char* rounds_env = std::getenv("KV0_RACE_ROUNDS");
-  const int rounds = rounds_env != nullptr ? std::atoi(rounds_env) : 25;
+  const int rounds = static_cast<int>(testing::EnvNumber("KV0_RACE_ROUNDS", 25));
   auto a = Open(o);
   auto b = Open(o);
   std::atomic<int> acked{-1};

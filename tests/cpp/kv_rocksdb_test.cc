@@ -48,10 +48,7 @@
 namespace kv0::kv {
 namespace {
 
-uint64_t EnvNumber(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
-}
+using testing::EnvNumber;
 
 // Keys that sort next to each other, prefix each other, and hold 0x00 and
 // 0xFF bytes; the empty key too.

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -31,5 +33,12 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// A test's size from the environment (KV0_CRASH_ROUNDS and the like), or
+// `fallback` when the variable is unset or empty.
+inline uint64_t EnvNumber(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::strtoull(v, nullptr, 10) : fallback;
+}
 
 }  // namespace kv0::testing

@@ -27,10 +27,7 @@ using kv0::testing::OverwriteOp;
 using kv0::testing::OverwriteSeries;
 using Steps = std::map<int64_t, double>;
 
-int Rounds() {
-  const char* text = std::getenv("KV0_CRASH_ROUNDS");
-  return text != nullptr ? std::atoi(text) : 150;
-}
+int Rounds() { return static_cast<int>(kv0::testing::EnvNumber("KV0_CRASH_ROUNDS", 150)); }
 
 TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKills) {
   kv0::testing::TempDir dir;
@@ -47,10 +44,10 @@ TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKil
     SCOPED_TRACE("round " + std::to_string(round) + ", from operation " + std::to_string(done));
     bool killed = false;
     int64_t stop_after = done + 5 + static_cast<int64_t>(rng() % 300);
-    int64_t acked = kv0::testing::RunAndKill(
-        {kv0::testing::SiblingBinary("tracking_overwrite_child"), repo_path, wal,
-         std::to_string(seed), std::to_string(done)},
-        stop_after, &killed);
+    int64_t acked =
+        kv0::testing::RunAndKill({kv0::testing::SiblingBinary("tracking_overwrite_child"),
+                                  repo_path, wal, std::to_string(seed), std::to_string(done)},
+                                 stop_after, &killed);
     kills += killed;
     acked = std::max(acked, done);
     for (int64_t i = done; i < acked; ++i) {
@@ -78,9 +75,8 @@ TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKil
       checked += got.size();
       if (want.empty()) continue;
       SeriesStats stats = repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id);
-      auto [min, max] = std::minmax_element(want.begin(), want.end(), [](auto& a, auto& b) {
-        return a.second < b.second;
-      });
+      auto [min, max] = std::minmax_element(want.begin(), want.end(),
+                                            [](auto& a, auto& b) { return a.second < b.second; });
       EXPECT_EQ(stats.count, want.size()) << OverwriteSeries(s);
       EXPECT_EQ(stats.last_step, want.rbegin()->first) << OverwriteSeries(s);
       EXPECT_EQ(stats.last, want.rbegin()->second) << OverwriteSeries(s);
@@ -95,7 +91,8 @@ TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKil
   EXPECT_GT(overwrites, static_cast<uint64_t>(rounds));
   std::printf("%llu kills, %lld operations, %llu overwrites, %llu points checked\n",
               static_cast<unsigned long long>(kills), static_cast<long long>(done),
-              static_cast<unsigned long long>(overwrites), static_cast<unsigned long long>(checked));
+              static_cast<unsigned long long>(overwrites),
+              static_cast<unsigned long long>(checked));
 }
 
 }  // namespace
