@@ -26,7 +26,12 @@ set(LANCE_C_INCLUDE_DIR "${PROJECT_SOURCE_DIR}/rust/lance-c/include")
 # (CC, CFLAGS, CMAKE_GENERATOR, ...), and with it everything above it, which
 # is most of Lance. pip's build sets some of them and a shell does not, so the
 # variables are pinned here: every build, from any caller, looks the same.
-add_custom_target(lance_c_cargo
+#
+# Nothing compiles against the crate but its committed header, so only links
+# wait for cargo: the library file is the custom target's byproduct, and a
+# link that needs it makes Ninja run cargo first, while the C++ objects
+# compile beside it (the last minutes of a cold cargo build use one core).
+add_custom_target(lance_c_cargo ALL
   COMMAND ${CMAKE_COMMAND} -E env
           --unset=CFLAGS --unset=CXXFLAGS --unset=CPPFLAGS --unset=LDFLAGS --unset=RUSTFLAGS
           CC=gcc CXX=g++ CMAKE_GENERATOR=Ninja CARGO_TARGET_DIR=${KV0_CARGO_TARGET_DIR}
@@ -41,7 +46,8 @@ add_library(lance_c STATIC IMPORTED GLOBAL)
 set_target_properties(lance_c PROPERTIES
   IMPORTED_LOCATION ${LANCE_C_LIBRARY}
   INTERFACE_INCLUDE_DIRECTORIES ${LANCE_C_INCLUDE_DIR})
+# No add_dependencies(lance_c lance_c_cargo): that would hold every object
+# file of every target linking lance_c until cargo is done.
 find_package(Threads REQUIRED)
 # What `cargo rustc -- --print native-static-libs` lists for this crate.
 target_link_libraries(lance_c INTERFACE Threads::Threads dl m rt)
-add_dependencies(lance_c lance_c_cargo)

@@ -13,7 +13,7 @@ log() { printf '\n== %s\n' "$*"; }
 packages=(
   build-essential cmake ninja-build pkg-config protobuf-compiler clang-format
   libabsl-dev libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev librocksdb-dev
+  libbenchmark-dev librocksdb-dev mold
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,13 @@
 // writes to one key resolve last-writer-wins by sequence number, a hybrid
 // logical clock in nanoseconds.
 //
+// Fork. A handle belongs to the process that opened it. In the child of a
+// fork() every call on a handle (or iterator) the parent opened throws
+// NotSupported, and destroying it does nothing: no flush, no close, no
+// change to the parent's write-ahead log, locks or files (the child's copy
+// of it stays allocated). The child opens handles of its own and uses them
+// as any process would, on the same database as the parent or another.
+//
 // Slow stores. Reads are answered from the in-memory view and never wait on
 // the object store for what the view holds: the refresh a read finds due
 // runs in the background (the read answers from the view as it is), and
@@ -254,6 +261,8 @@ class DB {
 
  private:
   explicit DB(std::shared_ptr<Impl> impl);
+  // The handle, after checking that this process opened it.
+  Impl& live() const;
   std::shared_ptr<Impl> impl_;
 };
 

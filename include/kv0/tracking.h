@@ -42,6 +42,11 @@
 // by field: two writers that change different fields never undo each other,
 // and for one field the change with the newest sequence number wins.
 //
+// Fork. A Repo and its Runs belong to the process that opened the Repo. In
+// the child of a fork() every call on them throws NotSupported, and
+// destroying them does nothing (no flush, no close, no change to the
+// parent's write-ahead log or locks); the child opens a Repo of its own.
+//
 // Failures throw kv0::Error (include/kv0/error.h); absence is std::optional.
 #pragma once
 
@@ -276,6 +281,12 @@ struct RepoImpl;  // src/tracking/repo_impl.h
 // kNotSupported.
 class Run {
  public:
+  Run(const Run&);
+  Run(Run&&) noexcept;
+  Run& operator=(const Run&);
+  Run& operator=(Run&&) noexcept;
+  ~Run();
+
   const std::string& run_id() const;
 
   // Buffers one point. The series is (this run, name, opts.context); it is
@@ -308,6 +319,8 @@ class Run {
   friend struct RepoImpl;
   struct State;
   Run(std::shared_ptr<RepoImpl> repo, std::shared_ptr<State> state);
+  // The repository, after checking that this process opened it.
+  RepoImpl& live() const;
   std::shared_ptr<RepoImpl> repo_;
   std::shared_ptr<State> state_;
 };
@@ -434,6 +447,8 @@ class Repo {
 
  private:
   explicit Repo(std::shared_ptr<RepoImpl> impl);
+  // The handle, after checking that this process opened it.
+  RepoImpl& live() const;
   std::shared_ptr<RepoImpl> impl_;
 };
 

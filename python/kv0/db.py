@@ -197,6 +197,10 @@ class DB(_DB):
     path is a directory or a URI (s3://, gs://, az://, memory://); kwargs
     are kv0 options (storage_options, version, wal_dir, wal_sync, ...),
     which take precedence over the same options in opts.
+
+    A DB belongs to the process that opened it: in a forked child (a
+    multiprocessing worker, say) every call on it raises NotSupported and
+    dropping it does nothing; the child opens a DB of its own.
     """
 
     def __init__(

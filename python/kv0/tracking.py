@@ -124,6 +124,10 @@ class Repo(_native._Repo):
     A Repo is a context manager that closes it on exit; a Repo dropped or
     left open at interpreter exit is closed too. Runs created through it
     keep it alive.
+
+    A Repo and its Runs belong to the process that opened the Repo: in a
+    forked child every call on them raises NotSupported, and dropping them
+    (or the child's exit) does nothing; the child opens a Repo of its own.
     """
 
     def __init__(

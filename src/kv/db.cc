@@ -19,7 +19,17 @@ void WriteBatch::DeleteRange(std::string_view begin, std::string_view end) {
 
 DB::DB(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+DB::Impl& DB::live() const {
+  impl_->owner().Check("database", impl_->uri());
+  return *impl_;
+}
+
 DB::~DB() {
+  if (impl_->owner().Inherited()) {
+    // A fork's child: closing would flush and remove the parent's WAL.
+    Abandon(std::move(impl_));
+    return;
+  }
   try {
     impl_->Close();
   } catch (...) {
@@ -34,32 +44,32 @@ std::unique_ptr<DB> DB::Open(const std::string& uri, const Options& options) {
 void DB::Put(std::string_view key, std::string_view value, const WriteOptions& options) {
   WriteBatch batch;
   batch.Put(key, value);
-  impl_->Write(batch, options);
+  live().Write(batch, options);
 }
 
 void DB::Delete(std::string_view key, const WriteOptions& options) {
   WriteBatch batch;
   batch.Delete(key);
-  impl_->Write(batch, options);
+  live().Write(batch, options);
 }
 
 void DB::DeleteRange(std::string_view begin, std::string_view end, const WriteOptions& options) {
   WriteBatch batch;
   batch.DeleteRange(begin, end);
-  impl_->Write(batch, options);
+  live().Write(batch, options);
 }
 
 void DB::Write(const WriteBatch& batch, const WriteOptions& options) {
-  impl_->Write(batch, options);
+  live().Write(batch, options);
 }
 
-std::optional<std::string> DB::Get(std::string_view key) { return impl_->Get(key); }
+std::optional<std::string> DB::Get(std::string_view key) { return live().Get(key); }
 
 std::vector<std::optional<std::string>> DB::MultiGet(std::span<const std::string_view> keys) {
-  return impl_->MultiGet(keys);
+  return live().MultiGet(keys);
 }
 
-bool DB::KeyMayExist(std::string_view key) { return impl_->KeyMayExist(key); }
+bool DB::KeyMayExist(std::string_view key) { return live().KeyMayExist(key); }
 
 std::unique_ptr<Iterator> DB::NewIterator() {
   impl_->CheckOpen();
@@ -72,21 +82,21 @@ void DB::Flush() {
   impl_->Flush();
 }
 
-void DB::CompactRange() { impl_->CompactRange(); }
-void DB::Refresh() { impl_->Refresh(); }
-uint64_t DB::version() const { return impl_->version(); }
-std::vector<VersionInfo> DB::Versions() { return impl_->Versions(); }
+void DB::CompactRange() { live().CompactRange(); }
+void DB::Refresh() { live().Refresh(); }
+uint64_t DB::version() const { return live().version(); }
+std::vector<VersionInfo> DB::Versions() { return live().Versions(); }
 
 uint64_t DB::CleanupOldVersions(std::chrono::seconds older_than) {
-  return impl_->CleanupOldVersions(older_than);
+  return live().CleanupOldVersions(older_than);
 }
 
-void DB::CreateTag(const std::string& tag, uint64_t version) { impl_->CreateTag(tag, version); }
-void DB::DeleteTag(const std::string& tag) { impl_->DeleteTag(tag); }
-std::map<std::string, uint64_t> DB::Tags() { return impl_->Tags(); }
-Stats DB::GetStats() { return impl_->GetStats(); }
-const std::string& DB::uri() const { return impl_->uri(); }
-void DB::Close() { impl_->Close(); }
+void DB::CreateTag(const std::string& tag, uint64_t version) { live().CreateTag(tag, version); }
+void DB::DeleteTag(const std::string& tag) { live().DeleteTag(tag); }
+std::map<std::string, uint64_t> DB::Tags() { return live().Tags(); }
+Stats DB::GetStats() { return live().GetStats(); }
+const std::string& DB::uri() const { return live().uri(); }
+void DB::Close() { live().Close(); }
 
 // --- Impl's version, tag and statistics calls -------------------------------
 

@@ -42,6 +42,7 @@
 #include "lance/dataset.h"
 #include "pipeline/write_pipeline.h"
 #include "util/background.h"
+#include "util/owner_process.h"
 
 namespace kv0::kv {
 
@@ -130,7 +131,12 @@ class DB::Impl : public BackgroundClient,
   // For iterators (iterator.cc): the view, shared-locked by the caller.
   std::shared_mutex& view_mu() { return view_mu_; }
   const View& view() const { return view_; }
+  // Throws NotSupported if the handle is closed or was opened by another
+  // process (this one is a fork's child).
   void CheckOpen() const;
+  // The process that opened the handle: in any other, the handle does
+  // nothing at all (util/owner_process.h).
+  const OwnerProcess& owner() const { return owner_; }
 
  private:
   Impl(std::string uri, const Options& options);
@@ -197,6 +203,7 @@ class DB::Impl : public BackgroundClient,
   bool TagHoldsDeletedKeys(const std::string& tag);
 
   const std::string uri_;
+  const OwnerProcess owner_;
   const Options options_;
   const bool read_only_;
   const bool pinned_;  // opened at a version or tag: never refreshes

@@ -174,6 +174,7 @@ void DB::Impl::SaveSnapshot() {
 }
 
 void DB::Impl::Close() {
+  owner_.Check("database", uri_);  // a fork's child must not flush or release the parent's WAL
   if (closed_.exchange(true)) return;
   pipeline_.Close();  // throws with the writes still logged
   // Snapshots hold committed state only, and only writers save them (a

@@ -10,6 +10,7 @@
 
 namespace kv0::kv {
 void DB::Impl::CheckOpen() const {
+  owner_.Check("database", uri_);
   if (closed_) throw Error(Code::kNotSupported, uri_ + " is closed");
 }
 

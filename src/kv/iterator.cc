@@ -63,18 +63,21 @@ void ViewIterator::LoadBackward(const std::string* from, bool exclusive) {
 }
 
 void ViewIterator::SeekToFirst() {
+  db_->CheckOpen();
   db_->MaybeRefresh();
   limit_ = kFirstChunk;
   LoadForward(nullptr, false);
 }
 
 void ViewIterator::SeekToLast() {
+  db_->CheckOpen();
   db_->MaybeRefresh();
   limit_ = kFirstChunk;
   LoadBackward(nullptr, false);
 }
 
 void ViewIterator::Seek(std::string_view target) {
+  db_->CheckOpen();
   db_->MaybeRefresh();
   limit_ = kFirstChunk;
   std::string t(target);
@@ -82,6 +85,7 @@ void ViewIterator::Seek(std::string_view target) {
 }
 
 void ViewIterator::SeekForPrev(std::string_view target) {
+  db_->CheckOpen();
   db_->MaybeRefresh();
   limit_ = kFirstChunk;
   std::string t(target);
@@ -89,6 +93,7 @@ void ViewIterator::SeekForPrev(std::string_view target) {
 }
 
 void ViewIterator::Next() {
+  db_->owner().Check("database", db_->uri());
   if (!Valid()) return;
   if (pos_ + 1 < items_.size()) {
     ++pos_;
@@ -100,6 +105,7 @@ void ViewIterator::Next() {
 }
 
 void ViewIterator::Prev() {
+  db_->owner().Check("database", db_->uri());
   if (!Valid()) return;
   if (pos_ > 0) {
     --pos_;
@@ -108,6 +114,11 @@ void ViewIterator::Prev() {
   std::string first(KeyOf(items_[pos_]));
   limit_ = std::min(limit_ * 2, kChunk);
   LoadBackward(&first, true);
+}
+
+ViewIterator::~ViewIterator() {
+  // In a fork's child the database may be the parent's: never close it here.
+  if (db_->owner().Inherited()) Abandon(std::move(db_));
 }
 
 std::string_view ViewIterator::key() const {
@@ -119,6 +130,7 @@ std::string_view ViewIterator::value() {
   if (!Valid()) throw Error(Code::kInvalidArgument, "iterator is not positioned at an entry");
   const Item& item = items_[pos_];
   if (!item.lazy) return {bytes_.data() + item.value_pos, item.value_size};
+  db_->owner().Check("database", db_->uri());
   if (!resolved_) Resolve();
   return stored_[item.value_pos];
 }

@@ -25,6 +25,7 @@ class ViewIterator final : public Iterator {
   static constexpr size_t kFirstChunk = 16;
 
   explicit ViewIterator(std::shared_ptr<DB::Impl> db) : db_(std::move(db)) {}
+  ~ViewIterator() override;
 
   bool Valid() const override { return pos_ < items_.size(); }
   void SeekToFirst() override;

@@ -1,9 +1,12 @@
 #include "lance/dataset.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "kv0/arrow_c.h"
 #include "lance_c.h"
@@ -256,17 +259,17 @@ arrow::OwnedStream Dataset::TakeStream(std::span<const uint64_t> addresses,
 
 namespace {
 
-std::mutex commit_hook_mu;
-std::shared_ptr<CommitHook> commit_hook;
+// The hook commits run. No lock on this path, so that a fork's child never
+// finds one held by a parent thread; replaced hooks are kept (in all_hooks,
+// under its own lock) because a commit may still be running one.
+std::atomic<const CommitHook*> commit_hook{nullptr};
+std::mutex all_hooks_mu;
+std::vector<std::unique_ptr<const CommitHook>> all_hooks;
 
 // Runs the commit hook, if any, around one commit.
 template <typename Commit>
 auto Committing(const std::string& uri, std::string_view operation, Commit&& commit) {
-  std::shared_ptr<CommitHook> hook;
-  {
-    std::lock_guard lock(commit_hook_mu);
-    hook = commit_hook;
-  }
+  const CommitHook* hook = commit_hook.load(std::memory_order_acquire);
   if (hook) (*hook)(uri, operation, false);
   if constexpr (std::is_void_v<decltype(commit())>) {
     commit();
@@ -287,8 +290,12 @@ bool IsOffsetOverflow(const Error& e) {
 }
 
 void SetCommitHookForTesting(CommitHook hook) {
-  std::lock_guard lock(commit_hook_mu);
-  commit_hook = hook ? std::make_shared<CommitHook>(std::move(hook)) : nullptr;
+  const CommitHook* installed = nullptr;
+  if (hook) {
+    std::lock_guard lock(all_hooks_mu);
+    installed = all_hooks.emplace_back(std::make_unique<const CommitHook>(std::move(hook))).get();
+  }
+  commit_hook.store(installed, std::memory_order_release);
 }
 
 void Dataset::SetCommitTimeout(std::chrono::milliseconds timeout) {

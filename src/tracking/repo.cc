@@ -88,18 +88,33 @@ void from_json(const nlohmann::json& j, MetricData& d) {
 Run::Run(std::shared_ptr<RepoImpl> repo, std::shared_ptr<State> state)
     : repo_(std::move(repo)), state_(std::move(state)) {}
 
+Run::Run(const Run&) = default;
+Run::Run(Run&&) noexcept = default;
+Run& Run::operator=(const Run&) = default;
+Run& Run::operator=(Run&&) noexcept = default;
+
+Run::~Run() {
+  // In a fork's child the last reference would close the parent's handle.
+  if (repo_ && repo_->owner_.Inherited()) Abandon(std::move(repo_));
+}
+
+RepoImpl& Run::live() const {
+  repo_->owner_.Check("repository", repo_->uri_);
+  return *repo_;
+}
+
 const std::string& Run::run_id() const { return state_->run_id; }
 
 void Run::Track(double value, std::string_view name, const TrackOptions& opts) {
-  repo_->Track(*state_, value, name, opts);
+  live().Track(*state_, value, name, opts);
 }
 
-bool Run::TrackMayWait() const { return repo_->BufferFull(); }
+bool Run::TrackMayWait() const { return live().BufferFull(); }
 
-void Run::SetParams(const nlohmann::json& params) { repo_->SetParams(*state_, params); }
+void Run::SetParams(const nlohmann::json& params) { live().SetParams(*state_, params); }
 
 RunInfo Run::Update(const std::function<void(RunInfo&)>& change) {
-  return repo_->UpdateLive(*state_, change);
+  return live().UpdateLive(*state_, change);
 }
 
 void Run::Finish(std::string_view status) { FinishAt(status, WallNanos() / 1000); }
@@ -113,7 +128,7 @@ void Run::FinishAt(std::string_view status, int64_t ended_at_us) {
     info.status = final_status;
     info.ended_at_us = ended_at_us;
   });
-  repo_->Flush();
+  live().Flush();
 }
 
 // --- Repo ---------------------------------------------------------------------
@@ -122,8 +137,18 @@ Repo::Repo(std::shared_ptr<RepoImpl> impl) : impl_(std::move(impl)) {}
 Repo::Repo(Repo&&) noexcept = default;
 Repo& Repo::operator=(Repo&&) noexcept = default;
 
+RepoImpl& Repo::live() const {
+  impl_->owner_.Check("repository", impl_->uri_);
+  return *impl_;
+}
+
 Repo::~Repo() {
   if (!impl_) return;
+  if (impl_->owner_.Inherited()) {
+    // A fork's child: closing would flush and release the parent's WAL.
+    Abandon(std::move(impl_));
+    return;
+  }
   try {
     impl_->Close();
   } catch (...) {
@@ -135,114 +160,114 @@ Repo Repo::Open(const std::string& uri, const RepoOptions& options) {
   return Repo(RepoImpl::Open(uri, options));
 }
 
-const std::string& Repo::uri() const { return impl_->uri_; }
+const std::string& Repo::uri() const { return live().uri_; }
 
-Run Repo::CreateRun(const NewRun& run) { return impl_->CreateRun(run); }
-Run Repo::ResumeRun(const std::string& run_id) { return impl_->ResumeRun(run_id); }
+Run Repo::CreateRun(const NewRun& run) { return live().CreateRun(run); }
+Run Repo::ResumeRun(const std::string& run_id) { return live().ResumeRun(run_id); }
 RunInfo Repo::UpdateRun(const std::string& run_id, const std::function<void(RunInfo&)>& change) {
-  return impl_->UpdateRun(run_id, change);
+  return live().UpdateRun(run_id, change);
 }
-void Repo::Flush() { impl_->Flush(); }
-void Repo::Close() { impl_->Close(); }
+void Repo::Flush() { live().Flush(); }
+void Repo::Close() { live().Close(); }
 
-std::vector<RunInfo> Repo::Runs() { return impl_->Runs(); }
-std::optional<RunInfo> Repo::GetRun(const std::string& run_id) { return impl_->GetRun(run_id); }
+std::vector<RunInfo> Repo::Runs() { return live().Runs(); }
+std::optional<RunInfo> Repo::GetRun(const std::string& run_id) { return live().GetRun(run_id); }
 
 nlohmann::json Repo::Params(const std::string& run_id) {
-  auto all = impl_->ReadParams("run_id = " + SqlString(run_id));
+  auto all = live().ReadParams("run_id = " + SqlString(run_id));
   auto it = all.find(run_id);
   return it == all.end() ? nlohmann::json::object() : it->second;
 }
 
-std::map<std::string, nlohmann::json> Repo::AllParams() { return impl_->ReadParams(""); }
+std::map<std::string, nlohmann::json> Repo::AllParams() { return live().ReadParams(""); }
 
 std::vector<SeriesInfo> Repo::Series(const std::string& run_id) {
-  impl_->Flush();
-  return impl_->ReadSeries("run_id = " + SqlString(run_id));
+  live().Flush();
+  return live().ReadSeries("run_id = " + SqlString(run_id));
 }
 
 std::vector<SeriesInfo> Repo::AllSeries() {
-  impl_->Flush();
-  return impl_->ReadSeries("");
+  live().Flush();
+  return live().ReadSeries("");
 }
 
 std::map<uint64_t, SeriesStats> Repo::GetSeriesStats(std::span<const uint64_t> ids) {
-  return impl_->GetSeriesStats(ids);
+  return live().GetSeriesStats(ids);
 }
 
 std::map<uint64_t, MetricData> Repo::ReadMany(std::span<const uint64_t> ids, StepRange range) {
-  return impl_->ReadMany(ids, range, std::nullopt);
+  return live().ReadMany(ids, range, std::nullopt);
 }
 
 std::map<uint64_t, MetricData> Repo::ReadManyIn(std::span<const uint64_t> ids, TimeRange range) {
-  return impl_->ReadMany(ids, StepRange{}, range);
+  return live().ReadMany(ids, StepRange{}, range);
 }
 
 void Repo::ReadManyStream(std::span<const uint64_t> ids, StepRange range, ArrowArrayStream* out) {
-  impl_->ReadStream(ids, range, std::nullopt, out);
+  live().ReadStream(ids, range, std::nullopt, out);
 }
 
 void Repo::ReadManyInStream(std::span<const uint64_t> ids, TimeRange range, ArrowArrayStream* out) {
-  impl_->ReadStream(ids, StepRange{}, range, out);
+  live().ReadStream(ids, StepRange{}, range, out);
 }
 
 TableVersions Repo::LatestVersions() {
-  impl_->CheckOpen();
-  auto& t = impl_->tables_;
+  live().CheckOpen();
+  auto& t = live().tables_;
   return {t[kRuns]->LatestVersion(), t[kParams]->LatestVersion(), t[kSeries]->LatestVersion(),
           t[kMetrics]->LatestVersion()};
 }
 
 TableVersions Repo::Versions() {
-  auto& t = impl_->tables_;
+  auto& t = live().tables_;
   return {t[kRuns]->version(), t[kParams]->version(), t[kSeries]->version(),
           t[kMetrics]->version()};
 }
 
-void Repo::DeleteRuns(std::span<const std::string> run_ids) { impl_->DeleteRuns(run_ids); }
+void Repo::DeleteRuns(std::span<const std::string> run_ids) { live().DeleteRuns(run_ids); }
 
 uint64_t Repo::AppendRecords(const std::string& table, std::span<const Record> rows) {
-  impl_->CheckOpen();
-  impl_->LoadTombstones(false);
+  live().CheckOpen();
+  live().LoadTombstones(false);
   for (const auto& row : rows) {
-    if (row.run_id && impl_->IsDeleted(*row.run_id)) {
+    if (row.run_id && live().IsDeleted(*row.run_id)) {
       throw Error(Code::kInvalidArgument, "run " + *row.run_id + " was deleted");
     }
   }
-  return impl_->Records().Append(table, rows);
+  return live().Records().Append(table, rows);
 }
 
 std::vector<Record> Repo::Records(const std::string& table, const RecordQuery& query) {
-  return impl_->Records().Read(table, query, impl_->HiddenRuns());
+  return live().Records().Read(table, query, live().HiddenRuns());
 }
 
 void Repo::RecordsStream(const std::string& table, const RecordQuery& query,
                          ArrowArrayStream* out) {
-  impl_->Records().ReadStream(table, query, impl_->HiddenRuns(), out);
+  live().Records().ReadStream(table, query, live().HiddenRuns(), out);
 }
 
-uint64_t Repo::RecordsVersion(const std::string& table) { return impl_->Records().Version(table); }
+uint64_t Repo::RecordsVersion(const std::string& table) { return live().Records().Version(table); }
 
-std::vector<std::string> Repo::RecordTables() { return impl_->Records().Tables(); }
+std::vector<std::string> Repo::RecordTables() { return live().Records().Tables(); }
 
 void Repo::CreateRecordsTag(const std::string& table, const std::string& tag, uint64_t version) {
-  impl_->Records().CreateTag(table, tag, version);
+  live().Records().CreateTag(table, tag, version);
 }
 
 void Repo::DeleteRecordsTag(const std::string& table, const std::string& tag) {
-  impl_->Records().DeleteTag(table, tag);
+  live().Records().DeleteTag(table, tag);
 }
 
 std::map<std::string, uint64_t> Repo::RecordsTags(const std::string& table) {
-  return impl_->Records().Tags(table);
+  return live().Records().Tags(table);
 }
 
-bool Repo::HasLegacyRecords() { return impl_->Records().HasLegacy(); }
+bool Repo::HasLegacyRecords() { return live().Records().HasLegacy(); }
 
-PurgeStats Repo::Purge(bool force) { return impl_->Purge(force); }
+PurgeStats Repo::Purge(bool force) { return live().Purge(force); }
 
-OptimizeStats Repo::Optimize() { return impl_->Optimize(); }
+OptimizeStats Repo::Optimize() { return live().Optimize(); }
 
-void Repo::RecomputeSeriesStats(std::span<const uint64_t> ids) { impl_->MarkDirty(ids); }
+void Repo::RecomputeSeriesStats(std::span<const uint64_t> ids) { live().MarkDirty(ids); }
 
 }  // namespace kv0::tracking

@@ -37,6 +37,7 @@
 #include "tracking/tables.h"
 #include "tracking/wal_records.h"
 #include "util/background.h"
+#include "util/owner_process.h"
 
 namespace kv0::tracking {
 
@@ -192,6 +193,8 @@ struct RepoImpl : public BackgroundClient,
   // purge.cc
   PurgeStats Purge(bool force);
 
+  // Throws NotSupported if the handle is closed or was opened by another
+  // process (this one is a fork's child).
   void CheckOpen() const;
   RecordsStore& Records() {
     CheckOpen();
@@ -204,6 +207,9 @@ struct RepoImpl : public BackgroundClient,
   void CheckLive(const Run::State& run) const;
 
   const std::string uri_;
+  // The process that opened the handle: in any other, the handle does
+  // nothing at all (util/owner_process.h).
+  const OwnerProcess owner_;
   const RepoOptions options_;
 
   // Shared so that a read stream can keep its table after Close.

@@ -292,6 +292,7 @@ void RepoImpl::Replay(std::string_view bytes, pipeline::Batch& pending) {
 }
 
 void RepoImpl::Close() {
+  owner_.Check("repository", uri_);  // a fork's child must not flush the parent's WAL
   if (closed_.exchange(true)) return;
   pipeline_.Close();  // throws with the rows still logged
 }
@@ -305,6 +306,7 @@ RepoImpl::~RepoImpl() {
 }
 
 void RepoImpl::CheckOpen() const {
+  owner_.Check("repository", uri_);
   if (closed_) throw Error(Code::kNotSupported, "repository " + uri_ + " is closed");
 }
 

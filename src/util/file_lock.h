@@ -5,11 +5,19 @@
 // the lock when the process dies: a lock that can be taken means its previous
 // owner is gone.
 //
+// A forked child shares its parent's open file descriptions, and with them
+// the parent's locks: a child that outlived its parent would keep the lock,
+// and with it the parent's WAL out of reach of recovery. So in the child
+// every inherited lock's descriptor is closed at once (which leaves the
+// parent's lock in place), and the inherited FileLock holds nothing.
+//
 // Not thread-safe: one owner uses a FileLock at a time.
 #pragma once
 
 #include <optional>
 #include <string>
+
+#include "util/owner_process.h"
 
 namespace kv0 {
 
@@ -28,17 +36,18 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
   ~FileLock();
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return fd_ >= 0 && !owner_.Inherited(); }
   const std::string& path() const { return path_; }
 
   // Gives the lock up early; the destructor then does nothing.
   void Release() noexcept;
 
  private:
-  FileLock(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  FileLock(std::string path, int fd);
 
   std::string path_;
   int fd_ = -1;
+  OwnerProcess owner_;
 };
 
 }  // namespace kv0

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::ffi::c_char;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arrow::array::{StringArray, TimestampMicrosecondArray, UInt64Array};
@@ -14,14 +14,14 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
 use lance::dataset::{AutoCleanupParams, CommitBuilder, InsertBuilder, WriteMode, WriteParams};
-use lance::io::{ObjectStore, ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
+use lance::io::{ObjectStore, ObjectStoreParams, StorageOptionsAccessor};
 use lance::Dataset;
 
 use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND};
 use crate::ffi::{
     give_batches, key_values, optional_text, out, storage_options, text, LanceKeyValue,
 };
-use crate::runtime::block_on;
+use crate::runtime::{block_on, process};
 
 /// An open dataset at one version. Calls on one handle may come from any
 /// thread: each call works on a snapshot of the handle's dataset, and calls
@@ -224,11 +224,6 @@ pub unsafe extern "C" fn lance_dataset_exists(
     })
 }
 
-/// Object stores for `lance_list_dir`, shared so that a store (an S3
-/// client, say) is built once per location and options.
-static LIST_REGISTRY: LazyLock<Arc<ObjectStoreRegistry>> =
-    LazyLock::new(|| Arc::new(ObjectStoreRegistry::default()));
-
 /// Lists the names of the immediate children of the location `uri` (files
 /// and directories, or common prefixes on object stores) as a stream of
 /// (name utf8), sorted. A location that does not exist has no children.
@@ -243,7 +238,7 @@ pub unsafe extern "C" fn lance_list_dir(
         let uri = text(uri, "uri")?.to_owned();
         let options = storage_options(options, options_len)?;
         let listed = block_on(async move {
-            let registry = LIST_REGISTRY.clone();
+            let registry = process().list_registry.clone();
             let (store, path) =
                 ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
             store.read_dir(path).await

@@ -3,8 +3,9 @@
 
 use std::ffi::{c_char, c_void, CString};
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Once, RwLock};
+use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicPtr, Ordering};
+use std::sync::{Mutex, Once};
 
 use tracing::field::{Field, Visit};
 use tracing::span;
@@ -24,7 +25,12 @@ struct Sink {
     user: usize,
 }
 
-static SINK: RwLock<Option<Sink>> = RwLock::new(None);
+/// The installed sink, or null. No lock on the emitting path, so a child
+/// forked while another thread was emitting can still log and install.
+static SINK: AtomicPtr<Sink> = AtomicPtr::new(ptr::null_mut());
+/// Every sink ever installed, never freed: a record being emitted may still
+/// use the one replaced, and installs are rare.
+static ALL_SINKS: Mutex<Vec<Box<Sink>>> = Mutex::new(Vec::new());
 /// The most verbose level forwarded (1 error .. 5 trace); 0 forwards nothing.
 static MAX_LEVEL: AtomicI32 = AtomicI32::new(0);
 
@@ -33,8 +39,9 @@ fn wanted(level: i32) -> bool {
 }
 
 fn emit(level: i32, target: &str, message: &str) {
-    let Ok(sink) = SINK.read() else { return };
-    let Some(sink) = sink.as_ref() else { return };
+    let Some(sink) = (unsafe { SINK.load(Ordering::Acquire).as_ref() }) else {
+        return;
+    };
     let clean = |s: &str| CString::new(s.replace('\0', " ")).unwrap_or_default();
     let (target, message) = (clean(target), clean(message));
     (sink.callback)(
@@ -137,12 +144,22 @@ pub extern "C" fn lance_set_log_callback(
         let _ = log::set_logger(&LOG_FORWARDER);
         let _ = tracing::subscriber::set_global_default(TracingForwarder);
     });
-    if let Ok(mut sink) = SINK.write() {
-        *sink = callback.map(|callback| Sink {
-            callback,
-            user: user as usize,
-        });
-    }
+    let sink = match callback {
+        Some(callback) => {
+            let mut sink = Box::new(Sink {
+                callback,
+                user: user as usize,
+            });
+            let raw: *mut Sink = &mut *sink;
+            ALL_SINKS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(sink);
+            raw
+        }
+        None => ptr::null_mut(),
+    };
+    SINK.store(sink, Ordering::Release);
     let level = if callback.is_some() {
         max_level.clamp(0, 5)
     } else {

@@ -1,22 +1,88 @@
 //! The process-wide Tokio runtime. Every C call blocks its calling thread on
 //! it, so the host never sees a future.
+//!
+//! A forked child has none of the parent's threads, so the parent's runtime
+//! can run nothing there: a call would wait forever. A fork handler forgets
+//! it in the child (it is leaked, never dropped: dropping would wait for
+//! threads that do not exist), and the child's first call builds its own.
+//! Everything else bound to a runtime (object-store clients with their
+//! connection pools) lives in `Process` beside it, so it is made anew too.
 
+use std::ffi::c_int;
 use std::future::Future;
-use std::sync::OnceLock;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::{Arc, Once};
 use std::time::Duration;
+
+use lance::io::ObjectStoreRegistry;
 
 use crate::error::{Failure, LANCE_TIMEOUT};
 
-static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+/// What one process owns: the runtime, and the object stores built on it.
+pub struct Process {
+    runtime: tokio::runtime::Runtime,
+    /// Object stores for listings, built once per location and options.
+    pub list_registry: Arc<ObjectStoreRegistry>,
+    /// The parent's `Process` when this one was built in a fork's child:
+    /// kept reachable, so that leak checkers do not report it.
+    _inherited: usize,
+}
 
-fn runtime() -> &'static tokio::runtime::Runtime {
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
+/// The current process's `Process`, or null before the first call (and in a
+/// child right after fork).
+static CURRENT: AtomicPtr<Process> = AtomicPtr::new(ptr::null_mut());
+/// The parent's, in a child that has not built its own yet.
+static INHERITED: AtomicPtr<Process> = AtomicPtr::new(ptr::null_mut());
+static FORK_HANDLER: Once = Once::new();
+
+extern "C" {
+    fn pthread_atfork(
+        prepare: Option<extern "C" fn()>,
+        parent: Option<extern "C" fn()>,
+        child: Option<extern "C" fn()>,
+    ) -> c_int;
+}
+
+/// Runs in the child, the only thread there: atomic stores only.
+extern "C" fn forget_parent_process() {
+    INHERITED.store(
+        CURRENT.swap(ptr::null_mut(), Ordering::SeqCst),
+        Ordering::SeqCst,
+    );
+}
+
+/// The current process's runtime and stores, built on first use.
+pub fn process() -> &'static Process {
+    let current = CURRENT.load(Ordering::Acquire);
+    if !current.is_null() {
+        // Never freed: a `Process` lives as long as the process that built it.
+        return unsafe { &*current };
+    }
+    FORK_HANDLER.call_once(|| unsafe {
+        pthread_atfork(None, None, Some(forget_parent_process));
+    });
+    let built = Box::into_raw(Box::new(Process {
+        runtime: tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("lance-c")
             .build()
-            .expect("cannot start the Tokio runtime")
-    })
+            .expect("cannot start the Tokio runtime"),
+        list_registry: Arc::new(ObjectStoreRegistry::default()),
+        _inherited: INHERITED.load(Ordering::SeqCst) as usize,
+    }));
+    match CURRENT.compare_exchange(ptr::null_mut(), built, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => unsafe { &*built },
+        Err(winner) => {
+            // Another thread built one first; this one has run nothing yet.
+            drop(unsafe { Box::from_raw(built) });
+            unsafe { &*winner }
+        }
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    &process().runtime
 }
 
 /// Runs `future` to completion on the shared runtime. The future is spawned
@@ -26,8 +92,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let handle = runtime().spawn(future);
-    match runtime().block_on(handle) {
+    let runtime = runtime();
+    let handle = runtime.spawn(future);
+    match runtime.block_on(handle) {
         Ok(output) => output,
         Err(join_error) if join_error.is_panic() => {
             std::panic::resume_unwind(join_error.into_panic())
@@ -48,8 +115,9 @@ where
     let Some(timeout) = timeout else {
         return block_on(future).map_err(Into::into);
     };
-    let mut handle = runtime().spawn(future);
-    let waited = runtime().block_on(async { tokio::time::timeout(timeout, &mut handle).await });
+    let runtime = runtime();
+    let mut handle = runtime.spawn(future);
+    let waited = runtime.block_on(async { tokio::time::timeout(timeout, &mut handle).await });
     match waited {
         Ok(Ok(output)) => output.map_err(Into::into),
         Ok(Err(join_error)) if join_error.is_panic() => {
