@@ -16,10 +16,20 @@ int64_t NowMicros() { return static_cast<int64_t>(WallNanos() / 1000); }
 // A UUIDv7 as 32 hex digits: 48 bits of Unix milliseconds, then random bits,
 // so run ids sort by creation time.
 std::string NewRunId() {
-  thread_local std::mt19937_64 random{std::random_device{}()};
+  // Seeded per thread, and again in a fork's child: the child's copy of the
+  // parent's generator would draw the parent's (and every sibling's) bits,
+  // and runs created in the same millisecond would share an id.
+  thread_local struct {
+    OwnerProcess process;
+    std::mt19937_64 bits{std::random_device{}()};
+  } random;
+  if (random.process.Inherited()) {
+    random.process = OwnerProcess();
+    random.bits.seed(std::random_device{}());
+  }
   uint64_t ms = WallNanos() / 1'000'000;
-  uint64_t hi = (ms << 16) | 0x7000 | (random() & 0x0fff);
-  uint64_t lo = (random() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  uint64_t hi = (ms << 16) | 0x7000 | (random.bits() & 0x0fff);
+  uint64_t lo = (random.bits() & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
   char text[40];
   std::snprintf(text, sizeof(text), "%016" PRIx64 "%016" PRIx64, hi, lo);
   return text;
