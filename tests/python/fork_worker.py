@@ -76,7 +76,7 @@ def wal_files(root: str) -> dict[str, bytes]:
     return {str(p): p.read_bytes() for p in Path(root).rglob("*") if p.is_file()}
 
 
-def unchanged(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
+def changed_files(before: dict[str, bytes], after: dict[str, bytes]) -> list[str]:
     """The parent's WAL files the child removed or changed."""
     return [path for path, data in before.items() if after.get(path) != data]
 
@@ -154,7 +154,7 @@ def exit_untouched(cfg) -> dict:
     if pid == 0:
         sys.exit(0)  # SystemExit: atexit handlers and finalization run
     result = wait(pid)
-    changed = unchanged(before, wal_files(cfg["wal_dir"]))
+    changed = changed_files(before, wal_files(cfg["wal_dir"]))
     run_id = run.run_id
     db.close()
     repo.close()
@@ -219,15 +219,12 @@ def use_inherited(cfg) -> dict:
         print(json.dumps(accepted), file=sys.stderr)
         return len(accepted)
 
-    started = time.monotonic()
     result = wait(fork(child))
-    elapsed = time.monotonic() - started
-    changed = unchanged(before, wal_files(cfg["wal_dir"]))
+    changed = changed_files(before, wal_files(cfg["wal_dir"]))
     run_id = run.run_id
     db.close()
     repo.close()
-    return {"child": result, "changed": changed, "seconds": elapsed,
-            **stored(cfg, 100, run_id, 1)}
+    return {"child": result, "changed": changed, **stored(cfg, 100, run_id, 1)}
 
 
 def both_write_then_killed(cfg) -> None:
