@@ -40,6 +40,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "kv0/error.h"
@@ -208,6 +209,27 @@ class DB {
   std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
   // False only if the key is certainly absent. Answered from the view.
   bool KeyMayExist(std::string_view key);
+
+  // Reads that never wait, for a caller that must not block (a binding that
+  // holds an interpreter lock other threads need). They answer only from
+  // values the view holds in memory, taking its lock only if it is free.
+  // `found(value)` (for TryMultiGet, `found(i, value)` for keys[i]) is
+  // called while the view is locked for reading: it copies what it keeps
+  // and calls nothing on this handle. kWouldWait: answering needs the store
+  // (a value that stays in Lance) or a lock another thread holds; call Get
+  // or MultiGet instead. TryMultiGet may have called `found` for some keys
+  // before it gives up with kWouldWait. Closed or inherited handles throw
+  // as Get does.
+  enum class Probe { kFound, kAbsent, kWouldWait };
+  template <class Found>
+  Probe TryGet(std::string_view key, Found&& found) {
+    return TryGet(key, &CallFound<Found>, &found);
+  }
+  // kFound once every key was answered (the absent ones by no call).
+  template <class Found>
+  Probe TryMultiGet(std::span<const std::string_view> keys, Found&& found) {
+    return TryMultiGet(keys, &CallFoundAt<Found>, &found);
+  }
   std::unique_ptr<Iterator> NewIterator();
 
   // Commits every buffered write to Lance.
@@ -261,6 +283,17 @@ class DB {
 
  private:
   explicit DB(std::shared_ptr<Impl> impl);
+  using FoundFn = void (*)(void* found, size_t index, std::string_view value);
+  template <class Found>
+  static void CallFound(void* found, size_t, std::string_view value) {
+    (*static_cast<std::remove_reference_t<Found>*>(found))(value);
+  }
+  template <class Found>
+  static void CallFoundAt(void* found, size_t index, std::string_view value) {
+    (*static_cast<std::remove_reference_t<Found>*>(found))(index, value);
+  }
+  Probe TryGet(std::string_view key, FoundFn fn, void* found);
+  Probe TryMultiGet(std::span<const std::string_view> keys, FoundFn fn, void* found);
   // The handle, after checking that this process opened it.
   Impl& live() const;
   std::shared_ptr<Impl> impl_;

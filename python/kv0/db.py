@@ -16,7 +16,7 @@ import weakref
 from typing import Any, Iterable, Iterator, Optional
 
 from kv0 import errors
-from kv0._kv0 import _DB, _Options, parse_wal_sync
+from kv0._kv0 import _DB, WriteBatch, _Cursor, _Options, parse_wal_sync
 
 # kv0's own options and their types; everything else an Options bag holds is
 # an engine-tuning option of another store and is ignored.
@@ -75,45 +75,6 @@ class Options:
 
     def kv0_options(self) -> dict[str, Any]:
         return {k: v for k, v in vars(self).items() if k in KV0_OPTIONS}
-
-
-class WriteBatch:
-    """Writes applied atomically by DB.write: all or none."""
-
-    def __init__(self, data: Optional[bytes] = None) -> None:
-        if data is not None:
-            raise errors.NotSupported("WriteBatch from serialized RocksDB data is not supported")
-        self._ops: list[tuple[str, bytes, Optional[bytes]]] = []
-
-    def put(self, key: Any, value: bytes) -> None:
-        self._ops.append(("Put", _key(key), _bytes(value, "value")))
-
-    def delete(self, key: Any) -> None:
-        self._ops.append(("Delete", _key(key), None))
-
-    def delete_range(self, begin: Any, end: Any = None) -> None:
-        if end is None and isinstance(begin, tuple):
-            begin, end = begin
-        self._ops.append(("DeleteRange", _key(begin), _key(end)))
-
-    def merge(self, key: Any, value: bytes) -> None:
-        raise errors.NotSupported("kv0 has no merge operators")
-
-    def clear(self) -> None:
-        self._ops.clear()
-
-    def count(self) -> int:
-        return len(self._ops)
-
-    def __len__(self) -> int:
-        return len(self._ops)
-
-    def __iter__(self) -> Iterator[tuple[str, bytes, Optional[bytes]]]:
-        return iter(list(self._ops))
-
-    def _native(self) -> list:
-        kinds = {"Put": 0, "Delete": 1, "DeleteRange": 2}
-        return [(kinds[op], k, v) for op, k, v in self._ops]
 
 
 class ColumnFamilyHandle:
@@ -232,17 +193,16 @@ class DB(_DB):
         self._closed = False
         _open_handles.add(self)
 
+    # put, delete, write, get, multi_get, db[key] and key in db are _DB's
+    # own (python/src/kv_calls.cc): fast calls, with no Python frame between
+    # the caller and the store. They take aimrocks' forms: put(key, value,
+    # sync=False, disable_wal=False, column_family=None), delete(key, sync,
+    # disable_wal, column_family), write(batch, sync, disable_wal), and
+    # get(key, *args, **kwargs) and multi_get(keys, *args, **kwargs), whose
+    # read options are ignored but for a snapshot (NotSupported). Keys are
+    # bytes (bytearray and memoryview are copied) or (column_family, key).
+
     # --- writes -----------------------------------------------------------
-    def put(self, key: Any, value: bytes, sync: bool = False, disable_wal: bool = False,
-            column_family: Any = None) -> None:
-        _check_family(column_family)
-        super().put(_key(key), _bytes(value, "value"), sync, disable_wal)
-
-    def delete(self, key: Any, sync: bool = False, disable_wal: bool = False,
-               column_family: Any = None) -> None:
-        _check_family(column_family)
-        super().delete(_key(key), sync, disable_wal)
-
     def delete_range(self, begin: Any, end: Any = None, sync: bool = False,
                      disable_wal: bool = False, column_family: Any = None) -> None:
         """Deletes every key in [begin, end); also takes one (begin, end) tuple."""
@@ -255,22 +215,7 @@ class DB(_DB):
               column_family: Any = None) -> None:
         raise errors.NotSupported("kv0 has no merge operators")
 
-    def write(self, batch: WriteBatch, sync: bool = False, disable_wal: bool = False) -> None:
-        if not isinstance(batch, WriteBatch):
-            raise TypeError("write takes a kv0.WriteBatch")
-        super().write(batch._native(), sync, disable_wal)
-
     # --- reads ----------------------------------------------------------------
-    def get(self, key: Any, *args: Any, **kwargs: Any) -> Optional[bytes]:
-        _reject_snapshot(kwargs)
-        return super().get(_key(key))
-
-    def multi_get(self, keys: Iterable[Any], *args: Any, **kwargs: Any) -> dict:
-        _reject_snapshot(kwargs)
-        keys = list(keys)
-        values = super().multi_get([_key(k) for k in keys])
-        return dict(zip(keys, values))
-
     def key_may_exist(self, key: Any, fetch: bool = False, *args: Any,
                       **kwargs: Any) -> tuple[bool, Optional[bytes]]:
         _reject_snapshot(kwargs)
@@ -392,102 +337,29 @@ def _reject_snapshot(kwargs: dict) -> None:
         raise errors.NotSupported("kv0 has no snapshots; open a version instead")
 
 
-class _BaseIterator:
-    """Unpositioned until a seek; iterating yields from the current position."""
+# The iterators are _Cursor's (python/src/kv_cursor.cc): seek_to_first,
+# seek_to_last, seek, seek_for_prev; iteration from the current position on
+# (reversed() walks backwards); get() the current item without moving (ValueError past
+# the end), next() the current item then forward (None past the end), skip().
+# Unpositioned until a seek.
+
+
+class KeysIterator(_Cursor):
+    """Yields keys."""
 
     def __init__(self, db: DB) -> None:
-        self._db = db
-        self._it = db._iterator()
-
-    def seek_to_first(self) -> None:
-        self._it.seek_to_first()
-
-    def seek_to_last(self) -> None:
-        self._it.seek_to_last()
-
-    def seek(self, key: Any) -> None:
-        self._it.seek(_key(key))
-
-    def seek_for_prev(self, key: Any) -> None:
-        self._it.seek_for_prev(_key(key))
-
-    def _item(self) -> Any:
-        raise NotImplementedError
-
-    def __iter__(self) -> "_BaseIterator":
-        return self
-
-    def __next__(self) -> Any:
-        if not self._it.valid():
-            raise StopIteration
-        item = self._item()
-        self._it.next()
-        return item
-
-    def get(self) -> Any:
-        """The current item, without moving; ValueError past the end."""
-        if not self._it.valid():
-            raise ValueError("the iterator is not positioned at an entry")
-        return self._item()
-
-    def next(self) -> Any:
-        """The current item, then moves forward; None past the end."""
-        if not self._it.valid():
-            return None
-        item = self._item()
-        self._it.next()
-        return item
-
-    def skip(self) -> None:
-        """Moves forward without reading."""
-        if self._it.valid():
-            self._it.next()
-
-    def __reversed__(self) -> "_ReversedIterator":
-        return _ReversedIterator(self)
+        super().__init__(db, 0)
 
 
-class _ReversedIterator:
-    def __init__(self, base: _BaseIterator) -> None:
-        self._base = base
+class ValuesIterator(_Cursor):
+    """Yields values."""
 
-    def __iter__(self) -> "_ReversedIterator":
-        return self
-
-    def __next__(self) -> Any:
-        it = self._base._it
-        if not it.valid():
-            raise StopIteration
-        item = self._base._item()
-        it.prev()
-        return item
-
-    def seek_to_first(self) -> None:
-        self._base.seek_to_first()
-
-    def seek_to_last(self) -> None:
-        self._base.seek_to_last()
-
-    def seek(self, key: Any) -> None:
-        self._base.seek(key)
-
-    def seek_for_prev(self, key: Any) -> None:
-        self._base.seek_for_prev(key)
-
-    def get(self) -> Any:
-        return self._base.get()
+    def __init__(self, db: DB) -> None:
+        super().__init__(db, 1)
 
 
-class KeysIterator(_BaseIterator):
-    def _item(self) -> bytes:
-        return self._it.key()
+class ItemsIterator(_Cursor):
+    """Yields (key, value) pairs."""
 
-
-class ValuesIterator(_BaseIterator):
-    def _item(self) -> bytes:
-        return self._it.value()
-
-
-class ItemsIterator(_BaseIterator):
-    def _item(self) -> tuple[bytes, bytes]:
-        return self._it.key(), self._it.value()
+    def __init__(self, db: DB) -> None:
+        super().__init__(db, 2)

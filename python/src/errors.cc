@@ -15,14 +15,24 @@ std::string PythonName(Code code) {
 
 }  // namespace
 
+void SetError(const Error& e) noexcept {
+  try {
+    nb::object errors = nb::module_::import_("kv0.errors");
+    nb::object type = errors.attr(PythonName(e.code()).c_str());
+    PyErr_SetString(type.ptr(), e.what());
+  } catch (nb::python_error& failed) {
+    failed.restore();  // kv0.errors could not be imported: that error stands
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+}
+
 void RegisterErrors(nb::module_&) {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const Error& e) {
-      nb::object errors = nb::module_::import_("kv0.errors");
-      nb::object type = errors.attr(PythonName(e.code()).c_str());
-      PyErr_SetString(type.ptr(), e.what());
+      SetError(e);
     }
   });
 }

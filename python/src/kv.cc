@@ -1,10 +1,13 @@
-// Python bindings of kv0::kv: the native _DB, _Options and _Iterator that
-// kv0.DB and friends (python/kv0/db.py) build on.
+// Python bindings of kv0::kv: the native _DB, WriteBatch, _Options and
+// _Iterator that kv0.DB and friends (python/kv0/db.py) build on. The hot
+// calls of _DB and every method of WriteBatch are fast calls (kv_calls.cc);
+// the iterators kv0.DB hands out are in kv_cursor.cc.
 //
-// Every method that can reach Lance, a kv0 lock or Lance's runtime runs
-// without the GIL (kReleaseGil, gil_free.h says why); that is every method
-// here but _Options' constructor and _Iterator's valid() and key(), which
-// only read memory. Lance's log callback takes the GIL back only to log.
+// Every method bound here that can reach Lance, a kv0 lock or Lance's
+// runtime runs without the GIL (kReleaseGil, gil_free.h says why); that is
+// every method here but _Options' constructor and _Iterator's valid() and
+// key(), which only read memory. Lance's log callback takes the GIL back
+// only to log.
 
 #include "kv0/kv.h"
 
@@ -20,68 +23,12 @@
 
 #include "arrow_capsule.h"
 #include "gil_free.h"
+#include "kv_handle.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
-namespace kv0::python {
-
-// A write batch, built from a list of (kind, key, value) tuples while the GIL
-// is held: kind 0 put, 1 delete (value None), 2 delete range (value: end).
-struct BatchArg {
-  kv::WriteBatch batch;
-};
-
-}  // namespace kv0::python
-
 namespace nanobind::detail {
-
-template <>
-struct type_caster<kv0::python::BatchArg> {
-  NB_TYPE_CASTER(kv0::python::BatchArg, const_name("list[tuple[int, bytes, bytes | None]]"))
-
-  static bool Bytes(PyObject* o, std::string_view* out) {
-    if (!PyBytes_Check(o)) return false;
-    *out = {PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o))};
-    return true;
-  }
-
-  bool from_python(handle src, uint32_t, cleanup_list*) noexcept {
-    if (!PyList_Check(src.ptr())) return false;
-    try {
-      value.batch.Clear();
-      for (Py_ssize_t i = 0; i < PyList_GET_SIZE(src.ptr()); ++i) {
-        PyObject* op = PyList_GET_ITEM(src.ptr(), i);
-        if (!PyTuple_Check(op) || PyTuple_GET_SIZE(op) != 3) return false;
-        long kind = PyLong_AsLong(PyTuple_GET_ITEM(op, 0));
-        if (kind == -1 && PyErr_Occurred()) {
-          PyErr_Clear();
-          return false;
-        }
-        std::string_view key, second;
-        if (!Bytes(PyTuple_GET_ITEM(op, 1), &key)) return false;
-        if (kind == 0 || kind == 2) {
-          if (!Bytes(PyTuple_GET_ITEM(op, 2), &second)) return false;
-        }
-        if (kind == 0) {
-          value.batch.Put(key, second);
-        } else if (kind == 1) {
-          value.batch.Delete(key);
-        } else if (kind == 2) {
-          value.batch.DeleteRange(key, second);
-        } else {
-          return false;
-        }
-      }
-      return true;
-    } catch (...) {
-      return false;
-    }
-  }
-  static handle from_cpp(const kv0::python::BatchArg&, rv_policy, cleanup_list*) noexcept {
-    return handle();
-  }
-};
 
 template <>
 struct type_caster<kv0::kv::Stats> {
@@ -137,28 +84,6 @@ namespace kv0::python {
 namespace {
 
 using kv::DB;
-
-// The native handle. Python's DB wraps it and keeps the aimrocks surface.
-class PyDB {
- public:
-  explicit PyDB(std::unique_ptr<DB> db) : db_(std::move(db)) {}
-  // Python destroys an unclosed handle holding the GIL, and closing flushes
-  // through Lance.
-  ~PyDB() {
-    if (db_ && PyGILState_Check()) {
-      nb::gil_scoped_release release;
-      db_.reset();
-    }
-  }
-
-  DB& db() {
-    if (!db_) throw Error(Code::kNotSupported, "the database is closed");
-    return *db_;
-  }
-
- private:
-  std::unique_ptr<DB> db_;
-};
 
 // A native iterator; it keeps its database's handle alive.
 class PyIterator {
@@ -300,7 +225,23 @@ void BindKv(nb::module_& m) {
       .def(
           "value", [](PyIterator& self) { return BytesView{self.it().value()}; }, kReleaseGil);
 
-  nb::class_<PyDB>(m, "_DB")
+  auto batch = nb::class_<PyBatch>(m, "WriteBatch", nb::type_slots(BatchSlots()),
+                                   "Writes applied atomically by DB.write: all or none.")
+                   .def(
+                       "__init__",
+                       [](PyBatch* self, nb::handle data) {
+                         if (!data.is_none()) {
+                           throw Error(Code::kNotSupported,
+                                       "WriteBatch from serialized RocksDB data is not supported");
+                         }
+                         new (self) PyBatch();
+                       },
+                       "data"_a = nb::none());
+  SetBatchType(batch.ptr());
+
+  BindCursors(m);
+
+  nb::class_<PyDB>(m, "_DB", nb::type_slots(DbSlots()))
       .def(
           "__init__",
           [](PyDB* self, const std::string& path, const kv::Options& options) {
@@ -308,49 +249,11 @@ void BindKv(nb::module_& m) {
           },
           "path"_a, "options"_a, kReleaseGil)
       .def(
-          "put",
-          [](PyDB& self, BytesArg key, BytesArg value, bool sync, bool disable_wal) {
-            self.db().Put(key.view, value.view, {.sync = sync, .disable_wal = disable_wal});
-          },
-          "key"_a, "value"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
-      .def(
-          "delete",
-          [](PyDB& self, BytesArg key, bool sync, bool disable_wal) {
-            self.db().Delete(key.view, {.sync = sync, .disable_wal = disable_wal});
-          },
-          "key"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
-      .def(
           "delete_range",
           [](PyDB& self, BytesArg begin, BytesArg end, bool sync, bool disable_wal) {
             self.db().DeleteRange(begin.view, end.view, {.sync = sync, .disable_wal = disable_wal});
           },
           "begin"_a, "end"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
-      .def(
-          "write",
-          [](PyDB& self, const BatchArg& ops, bool sync, bool disable_wal) {
-            self.db().Write(ops.batch, {.sync = sync, .disable_wal = disable_wal});
-          },
-          "ops"_a, "sync"_a = false, "disable_wal"_a = false, kReleaseGil)
-      .def(
-          "get",
-          [](PyDB& self, BytesArg key) -> std::optional<BytesResult> {
-            std::optional<std::string> v = self.db().Get(key.view);
-            if (!v) return std::nullopt;
-            return BytesResult{std::move(*v)};
-          },
-          "key"_a, kReleaseGil)
-      .def(
-          "multi_get",
-          [](PyDB& self, const BytesList& keys) {
-            std::vector<std::string_view> views(keys.items.begin(), keys.items.end());
-            std::vector<std::optional<BytesResult>> out;
-            for (auto& v : self.db().MultiGet(views)) {
-              out.push_back(v ? std::optional<BytesResult>(BytesResult{std::move(*v)})
-                              : std::nullopt);
-            }
-            return out;
-          },
-          "keys"_a, kReleaseGil)
       .def(
           "key_may_exist", [](PyDB& self, BytesArg key) { return self.db().KeyMayExist(key.view); },
           "key"_a, kReleaseGil)

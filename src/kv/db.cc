@@ -71,6 +71,15 @@ std::vector<std::optional<std::string>> DB::MultiGet(std::span<const std::string
 
 bool DB::KeyMayExist(std::string_view key) { return live().KeyMayExist(key); }
 
+DB::Probe DB::TryGet(std::string_view key, FoundFn fn, void* found) {
+  std::string_view keys[] = {key};
+  return live().TryMultiGet(keys, fn, found);
+}
+
+DB::Probe DB::TryMultiGet(std::span<const std::string_view> keys, FoundFn fn, void* found) {
+  return live().TryMultiGet(keys, fn, found);
+}
+
 std::unique_ptr<Iterator> DB::NewIterator() {
   impl_->CheckOpen();
   impl_->MaybeRefresh();

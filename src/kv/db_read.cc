@@ -61,6 +61,24 @@ std::vector<std::optional<std::string>> DB::Impl::MultiGet(std::span<const std::
   return out;
 }
 
+DB::Probe DB::Impl::TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn,
+                                void* found) {
+  CheckOpen();
+  MaybeRefresh();  // queues the refresh; never runs it here
+  std::shared_lock lock(view_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return DB::Probe::kWouldWait;
+  bool any = false;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const Entry* e = view_.Find(keys[i]);
+    if (e == nullptr || e->is_tombstone()) continue;
+    if (e->is_lazy()) return DB::Probe::kWouldWait;
+    fn(found, i, e->value());
+    any = true;
+  }
+  if (keys.size() == 1 && !any) return DB::Probe::kAbsent;
+  return DB::Probe::kFound;
+}
+
 bool DB::Impl::KeyMayExist(std::string_view key) {
   CheckOpen();
   MaybeRefresh();

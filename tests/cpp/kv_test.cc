@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -130,6 +131,96 @@ TEST_F(KvTest, MultiGet) {
   EXPECT_EQ(values[1], std::nullopt);
   EXPECT_EQ(values[2], "3");
   EXPECT_EQ(values[3], "1");
+}
+
+TEST_F(KvTest, TryGetAnswersFromMemoryAndWouldWaitForStoredValues) {
+  auto o = Opts();
+  o.lazy_value_threshold = 100;
+  auto db = Open(o);
+  db->Put("small", "s");
+  db->Put("big", std::string(500, 'b'));
+  db->Put("gone", "g");
+  db->Delete("gone");
+  std::string got;
+  auto copy = [&](std::string_view v) { got = v; };
+  // Before a flush every value is in memory, the big one too.
+  EXPECT_EQ(db->TryGet("big", copy), DB::Probe::kFound);
+  EXPECT_EQ(got, std::string(500, 'b'));
+  db->Flush();
+  got.clear();
+  EXPECT_EQ(db->TryGet("small", copy), DB::Probe::kFound);
+  EXPECT_EQ(got, "s");
+  got = "untouched";
+  EXPECT_EQ(db->TryGet("gone", copy), DB::Probe::kAbsent);
+  EXPECT_EQ(db->TryGet("never", copy), DB::Probe::kAbsent);
+  // Committed, the big value stays in Lance: reading it would wait.
+  EXPECT_EQ(db->TryGet("big", copy), DB::Probe::kWouldWait);
+  EXPECT_EQ(got, "untouched");
+  EXPECT_EQ(db->Get("big"), std::string(500, 'b'));
+  db->Close();
+  EXPECT_THROW(db->TryGet("small", copy), Error);
+}
+
+TEST_F(KvTest, TryMultiGetAnswersEveryKeyOrNone) {
+  auto o = Opts();
+  o.lazy_value_threshold = 100;
+  auto db = Open(o);
+  db->Put("a", "1");
+  db->Put("c", "3");
+  std::vector<std::string_view> keys = {"a", "b", "c", "a"};
+  std::vector<std::string> got(keys.size(), "-");
+  auto found = [&](size_t i, std::string_view v) { got[i] = v; };
+  EXPECT_EQ(db->TryMultiGet(keys, found), DB::Probe::kFound);
+  EXPECT_EQ(got, (std::vector<std::string>{"1", "-", "3", "1"}));
+  std::vector<std::string_view> none = {"x", "y"};
+  EXPECT_EQ(db->TryMultiGet(none, found), DB::Probe::kFound);  // answered: both absent
+  db->Put("big", std::string(200, 'z'));
+  db->Flush();
+  std::vector<std::string_view> mixed = {"a", "big"};
+  EXPECT_EQ(db->TryMultiGet(mixed, found), DB::Probe::kWouldWait);
+  auto values = db->MultiGet(mixed);
+  EXPECT_EQ(values[1], std::string(200, 'z'));
+}
+
+TEST_F(KvTest, TryGetRacingWritersSeesOnlyWrittenValues) {
+  auto o = Opts();
+  o.write_buffer_size = 16 << 10;
+  o.lazy_value_threshold = 64;  // some values go to Lance as flushes commit them
+  auto db = Open(o);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int i = 0; i < 3000; ++i) {
+      std::string v = "v" + std::to_string(i);
+      if (i % 3 == 0) v += std::string(100, 'x');
+      db->Put("k" + std::to_string(i % 50), v);
+    }
+    done = true;
+  });
+  // Passes until the writer is done, then one more, in which every key is
+  // there. A kWouldWait says nothing about the key: Get answers.
+  for (bool last = false; !last;) {
+    last = done;
+    for (int k = 0; k < 50; ++k) {
+      std::string key = "k" + std::to_string(k);
+      std::optional<std::string> got;
+      DB::Probe p = db->TryGet(key, [&](std::string_view v) { got.emplace(v); });
+      if (p == DB::Probe::kWouldWait) got = db->Get(key);
+      if (p == DB::Probe::kFound) EXPECT_TRUE(got.has_value()) << key;
+      if (p == DB::Probe::kAbsent) EXPECT_FALSE(got.has_value()) << key;
+      if (!got) {
+        EXPECT_FALSE(last) << key << " is missing after the writer finished";
+        continue;
+      }
+      if (got->empty() || got->front() != 'v') {
+        ADD_FAILURE() << key << " holds " << *got;  // no ASSERT: the writer still runs
+        continue;
+      }
+      int i = std::stoi(got->substr(1));
+      EXPECT_EQ(i % 50, k);
+      EXPECT_EQ(got->size() > 90, i % 3 == 0) << *got;
+    }
+  }
+  writer.join();
 }
 
 TEST_F(KvTest, IteratorSeeks) {

@@ -744,7 +744,12 @@ class WriteBatch(_kvdb.WriteBatch):
         super().__init__()
         if data is not None:
             for op, key, value in _decode_batch(data):
-                self._ops.append((op, key, value))
+                if op == "Put":
+                    super().put(key, value)
+                elif op == "Delete":
+                    super().delete(key)
+                else:
+                    super().delete_range(key, value)
 
     def put(self, key: Any, value: bytes, column_family: Any = None) -> None:
         _family(column_family, "WriteBatch.put")
@@ -769,8 +774,9 @@ class WriteBatch(_kvdb.WriteBatch):
 
     def data(self) -> bytes:
         tags = {"Put": _TAG_PUT, "Delete": _TAG_DELETE, "DeleteRange": _TAG_DELETE_RANGE}
-        out = bytearray(_HEADER.pack(0, len(self._ops)))
-        for op, key, value in self._ops:
+        ops = list(_kvdb.WriteBatch.__iter__(self))
+        out = bytearray(_HEADER.pack(0, len(ops)))
+        for op, key, value in ops:
             out.append(tags[op])
             out += _varint(len(key)) + key
             if value is not None:
@@ -789,7 +795,7 @@ class WriteBatchIterator:
 
     def __init__(self, batch: WriteBatch) -> None:
         self._items = [("Delete", key, b"") if op == "Delete" else (op, key, value)
-                       for op, key, value in batch._ops]
+                       for op, key, value in _kvdb.WriteBatch.__iter__(batch)]
         self._pos = 0
 
     def __iter__(self) -> "WriteBatchIterator":

@@ -1,0 +1,125 @@
+#include "fast_call.h"
+
+#include <cstring>
+
+#include "errors.h"
+
+namespace nb = nanobind;
+
+namespace kv0::python {
+namespace {
+
+const char* TypeName(PyObject* o) { return Py_TYPE(o)->tp_name; }
+
+}  // namespace
+
+bool ToBytes(PyObject* o, const char* what, Bytes* out) {
+  if (PyBytes_Check(o)) {
+    out->view = {PyBytes_AS_STRING(o), static_cast<size_t>(PyBytes_GET_SIZE(o))};
+    return true;
+  }
+  if (PyByteArray_Check(o)) {
+    out->copy.assign(PyByteArray_AS_STRING(o), static_cast<size_t>(PyByteArray_GET_SIZE(o)));
+    out->view = out->copy;
+    return true;
+  }
+  if (PyMemoryView_Check(o)) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(o, &view, PyBUF_CONTIG_RO) != 0) return false;
+    out->copy.assign(static_cast<const char*>(view.buf), static_cast<size_t>(view.len));
+    PyBuffer_Release(&view);
+    out->view = out->copy;
+    return true;
+  }
+  PyErr_Format(PyExc_TypeError, "%s must be bytes, not %s", what, TypeName(o));
+  return false;
+}
+
+bool ToKey(PyObject* o, Bytes* out) {
+  if (PyBytes_Check(o)) return ToBytes(o, "key", out);
+  if (PyTuple_Check(o)) {
+    if (PyTuple_GET_SIZE(o) != 2) {
+      PyErr_SetString(PyExc_TypeError, "a key tuple is (column_family, key)");
+      return false;
+    }
+    PyObject* family = PyTuple_GET_ITEM(o, 0);
+    if (family != Py_None) {
+      // Rare: the family object is compared in Python, as aimrocks does.
+      try {
+        nb::module_::import_("kv0.db").attr("_check_family")(nb::handle(family));
+      } catch (nb::python_error& e) {
+        e.restore();
+        return false;
+      }
+    }
+    return ToBytes(PyTuple_GET_ITEM(o, 1), "key", out);
+  }
+  return ToBytes(o, "key", out);
+}
+
+bool BindArgs(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+              std::initializer_list<const char*> names, size_t required, PyObject** out,
+              bool ignore_extra) {
+  const size_t n = names.size();
+  for (size_t i = 0; i < n; ++i) out[i] = nullptr;
+  if (static_cast<size_t>(nargs) > n && !ignore_extra) {
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", fn, n, nargs);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < nargs && static_cast<size_t>(i) < n; ++i) out[i] = args[i];
+  if (kwnames != nullptr) {
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; ++k) {
+      const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+      if (name == nullptr) return false;
+      size_t i = 0;
+      for (const char* candidate : names) {
+        if (std::strcmp(candidate, name) == 0) break;
+        ++i;
+      }
+      if (i == n) {
+        if (ignore_extra) continue;
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn, name);
+        return false;
+      }
+      if (out[i] != nullptr) {
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, name);
+        return false;
+      }
+      out[i] = args[nargs + k];
+    }
+  }
+  for (size_t i = 0; i < required; ++i) {
+    if (out[i] == nullptr) {
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names.begin()[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+int Flag(PyObject* o) { return o == nullptr ? 0 : PyObject_IsTrue(o); }
+
+PyObject* Raise(Code code, const std::string& message) noexcept {
+  SetError(Error(code, message));
+  return nullptr;
+}
+
+PyObject* RaiseCurrent() noexcept {
+  try {
+    throw;
+  } catch (const Error& e) {
+    SetError(e);
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception");
+  }
+  return nullptr;
+}
+
+}  // namespace kv0::python

@@ -1,0 +1,67 @@
+// The pieces of kv0.DB's hot calls, which are CPython fast calls
+// (METH_FASTCALL) rather than nanobind bindings: a call costs one C function
+// and no argument-conversion machinery.
+//
+// Each such call converts its arguments while it holds the GIL, and releases
+// the GIL only around work that may wait (gil_free.h says why it must then).
+// Every function here returns false (or nullptr) with a Python error set.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "kv0/error.h"
+
+namespace kv0::python {
+
+// A key or value argument. bytes are borrowed (immutable, and the caller's
+// arguments keep them alive); bytearray and memoryview are copied, since
+// another thread may change them once the GIL is released.
+struct Bytes {
+  std::string_view view;
+  std::string copy;
+
+  Bytes() = default;
+  Bytes(const Bytes&) = delete;  // `view` may point into `copy`
+  Bytes& operator=(const Bytes&) = delete;
+};
+
+// A value: bytes, bytearray or memoryview; TypeError names `what` otherwise.
+bool ToBytes(PyObject* o, const char* what, Bytes* out);
+// A key: as ToBytes, or aimrocks' (column family, key), where the family
+// must be the default one (kv0.db._check_family decides).
+bool ToKey(PyObject* o, Bytes* out);
+
+// Binds a call's arguments to `names`, positional ones first: out[i] is the
+// argument for names[i] or nullptr when absent. Fewer than `required`,
+// too many, or a keyword not in `names` raise TypeError, unless
+// `ignore_extra`, which accepts and ignores extra ones (aimrocks' get(key,
+// *args, **kwargs)).
+bool BindArgs(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+              std::initializer_list<const char*> names, size_t required, PyObject** out,
+              bool ignore_extra = false);
+
+// The truth of an optional flag argument (absent: false); -1 on error.
+int Flag(PyObject* o);
+
+// Raises the kv0.errors class of a kv0::Error, or RuntimeError for any
+// other C++ exception, from inside a catch block. Returns nullptr.
+PyObject* RaiseCurrent() noexcept;
+// Raises kv0.errors.<code> with a message. Returns nullptr.
+PyObject* Raise(Code code, const std::string& message) noexcept;
+
+// Runs `body` (which returns a new reference or nullptr with an error set)
+// and turns any C++ exception it throws into a Python one.
+template <class Body>
+PyObject* Guarded(Body&& body) noexcept {
+  try {
+    return body();
+  } catch (...) {
+    return RaiseCurrent();
+  }
+}
+
+}  // namespace kv0::python
