@@ -80,8 +80,9 @@ void BindLance(nb::module_& m) {
 
 }  // namespace
 
-void BindKv(nb::module_& m);        // kv.cc
-void BindTracking(nb::module_& m);  // tracking.cc
+void BindKv(nb::module_& m);          // kv.cc
+void BindTracking(nb::module_& m);    // tracking.cc
+void BindBenchLoops(nb::module_& m);  // bench_loops.cc
 
 // Lance's log records go to Python's logging module, as logger
 // "lance.<target>". Called on Lance's threads: it takes the GIL only here,
@@ -112,6 +113,7 @@ NB_MODULE(_kv0, m) {
   kv0::python::BindLance(m);
   kv0::python::BindKv(m);
   kv0::python::BindTracking(m);
+  kv0::python::BindBenchLoops(m);
   m.def(
       "parse_wal_sync",
       [](const std::string& mode) {

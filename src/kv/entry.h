@@ -7,6 +7,8 @@
 // bits of the value length, which caps a value at 1 GiB.
 #pragma once
 
+#include <absl/hash/hash.h>
+
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -67,6 +69,22 @@ class Entry {
 };
 
 // Orders entries, and lookups by key, byte-wise.
+// Hashing and equality of entries by key, for the view's point index.
+struct EntryHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view key) const { return absl::Hash<std::string_view>{}(key); }
+  size_t operator()(const Entry* e) const { return (*this)(e->key()); }
+};
+struct EntryEq {
+  using is_transparent = void;
+  static std::string_view Key(const Entry* e) { return e->key(); }
+  static std::string_view Key(std::string_view k) { return k; }
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return Key(a) == Key(b);
+  }
+};
+
 struct EntryLess {
   using is_transparent = void;
   static std::string_view Key(const Entry* e) { return e->key(); }

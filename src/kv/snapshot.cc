@@ -392,6 +392,18 @@ void ReadRanges(Reader& r, View* view) {
 
 void ReadEntries(Reader& r, View* view) {
   uint64_t count = r.Count<uint64_t>("entry", kEntryPrefix);
+  view->Reserve(count);  // bounded by the file's size (Count checks)
+  // Entries go to the view a run at a time; the run frees what it holds if
+  // the file turns out damaged before it is handed over.
+  std::vector<Entry*> run;
+  struct FreeRun {
+    std::vector<Entry*>& run;
+    ~FreeRun() {
+      for (Entry* e : run) Entry::Free(e);
+    }
+  } free_run{run};
+  constexpr size_t kRun = 4096;
+  run.reserve(std::min<uint64_t>(count, kRun));
   const Entry* prev = nullptr;
   for (uint64_t i = 0; i < count; ++i) {
     const char* p = r.Need(kEntryPrefix);
@@ -433,13 +445,17 @@ void ReadEntries(Reader& r, View* view) {
         break;
     }
     r.Skip(size_t{key_size} + payload);
-    try {
-      view->AppendSorted(e);
-    } catch (...) {
-      Entry::Free(e);
-      throw;
-    }
+    run.push_back(e);  // reserved: cannot throw
     prev = e;
+    if (run.size() == kRun || i + 1 == count) {
+      try {
+        view->AppendSorted(run);
+      } catch (...) {
+        run.clear();  // the view freed them
+        throw;
+      }
+      run.clear();
+    }
   }
 }
 

@@ -22,20 +22,48 @@ bool View::Replace(Entry* fresh) {
     Entry::Free(fresh);
     return false;
   }
-  auto [it, inserted] = entries_.insert(fresh);
-  if (!inserted) {
-    Entry* old = *it;
+  if (Index::iterator found = index_.find(fresh->key()); found != index_.end()) {
+    Entry* old = *found;
     if (old->seq() >= fresh->seq()) {
       Entry::Free(fresh);
       return false;
     }
-    // The btree keeps its slot; only the pointer changes (same key).
-    Count(old, -1);
-    const_cast<Entry*&>(*it) = fresh;
-    Entry::Free(old);
+    Substitute(old, fresh);
+    return true;
+  }
+  try {
+    index_.insert(fresh);
+    try {
+      entries_.insert(fresh);
+    } catch (...) {
+      index_.erase(fresh);
+      throw;
+    }
+  } catch (...) {
+    Entry::Free(fresh);
+    throw;
   }
   Count(fresh, +1);
   return true;
+}
+
+void View::Substitute(Entry* old, Entry* fresh) {
+  // Both containers keep their slots; only the pointer changes (same key,
+  // so the same hash and the same place in the order).
+  const_cast<Entry*&>(*index_.find(old->key())) = fresh;
+  const_cast<Entry*&>(*entries_.find(old->key())) = fresh;
+  Count(old, -1);
+  Count(fresh, +1);
+  Entry::Free(old);
+}
+
+View::Set::iterator View::Erase(Set::iterator it) {
+  Entry* e = *it;
+  Count(e, -1);
+  index_.erase(e->key());
+  it = entries_.erase(it);
+  Entry::Free(e);
+  return it;
 }
 
 bool View::ApplyPut(uint64_t seq, std::string_view key, std::string_view value) {
@@ -60,11 +88,8 @@ bool View::ApplyDeleteRange(uint64_t seq, std::string_view begin, std::string_vi
   ranges_.Add(begin, end, seq);
   bool changed = false;
   for (auto it = entries_.lower_bound(begin); it != entries_.end() && (*it)->key() < end;) {
-    Entry* e = *it;
-    if (e->seq() < seq) {
-      Count(e, -1);
-      it = entries_.erase(it);
-      Entry::Free(e);
+    if ((*it)->seq() < seq) {
+      it = Erase(it);
       changed = true;
     } else {
       ++it;
@@ -74,30 +99,23 @@ bool View::ApplyDeleteRange(uint64_t seq, std::string_view begin, std::string_vi
 }
 
 const Entry* View::Find(std::string_view key) const {
-  auto it = entries_.find(key);
-  return it == entries_.end() ? nullptr : *it;
+  auto it = index_.find(key);
+  return it == index_.end() ? nullptr : *it;
 }
 
 bool View::SetLazy(std::string_view key, uint64_t seq, LazyRef ref) {
-  auto it = entries_.find(key);
-  if (it == entries_.end() || (*it)->seq() != seq || (*it)->is_tombstone()) return false;
+  auto it = index_.find(key);
+  if (it == index_.end() || (*it)->seq() != seq || (*it)->is_tombstone()) return false;
   Entry* old = *it;
-  Entry* fresh = Entry::NewLazy(seq, key, old->value_size(), ref);
-  Count(old, -1);
-  const_cast<Entry*&>(*it) = fresh;
-  Entry::Free(old);
-  Count(fresh, +1);
+  Substitute(old, Entry::NewLazy(seq, key, old->value_size(), ref));
   return true;
 }
 
 size_t View::DropTombstonesOlderThan(uint64_t cutoff) {
   size_t dropped = ranges_.DropOlderThan(cutoff);
   for (auto it = entries_.begin(); it != entries_.end();) {
-    Entry* e = *it;
-    if (e->is_tombstone() && e->seq() < cutoff) {
-      Count(e, -1);
-      it = entries_.erase(it);
-      Entry::Free(e);
+    if ((*it)->is_tombstone() && (*it)->seq() < cutoff) {
+      it = Erase(it);
       ++dropped;
     } else {
       ++it;
@@ -108,6 +126,7 @@ size_t View::DropTombstonesOlderThan(uint64_t cutoff) {
 
 void View::Swap(View& other) noexcept {
   std::swap(entries_, other.entries_);
+  std::swap(index_, other.index_);
   std::swap(ranges_, other.ranges_);
   std::swap(tombstones_, other.tombstones_);
   std::swap(lazy_, other.lazy_);
@@ -115,10 +134,30 @@ void View::Swap(View& other) noexcept {
   std::swap(entry_bytes_, other.entry_bytes_);
 }
 
-void View::AppendSorted(Entry* entry) {
-  max_seq_ = std::max(max_seq_, entry->seq());
-  entries_.insert(entries_.end(), entry);
-  Count(entry, +1);
+void View::AppendSorted(std::span<Entry* const> run) {
+  // Inserts into the index miss the cache once each; asking for the slot a
+  // few entries ahead overlaps those misses.
+  constexpr size_t kAhead = 8;
+  size_t added = 0;
+  try {
+    for (size_t i = 0; i < std::min(kAhead, run.size()); ++i) index_.prefetch(run[i]->key());
+    for (; added < run.size(); ++added) {
+      Entry* e = run[added];
+      if (added + kAhead < run.size()) index_.prefetch(run[added + kAhead]->key());
+      index_.insert(e);
+      try {
+        entries_.insert(entries_.end(), e);
+      } catch (...) {
+        index_.erase(e);
+        throw;
+      }
+      max_seq_ = std::max(max_seq_, e->seq());
+      Count(e, +1);
+    }
+  } catch (...) {
+    for (size_t i = added; i < run.size(); ++i) Entry::Free(run[i]);
+    throw;
+  }
 }
 
 }  // namespace kv0::kv

@@ -8,12 +8,21 @@
 // entry is covered by a newer range deletion (applying a range removes the
 // older entries it covers), so a read looks at one entry and nothing else.
 //
+// Every entry is in two containers: an ordered set, which iterators, range
+// deletions and snapshots walk, and a hash index by key, which answers Find
+// (every point read, and the check each applied operation makes) with about
+// two cache misses where the ordered set takes one per comparison. The index
+// costs about 9 to 12 bytes per entry. Both hold the same pointers; the
+// ordered set owns the entries.
+//
 // Not synchronised: the DB guards it with a reader-writer lock.
 #pragma once
 
 #include <absl/container/btree_set.h>
+#include <absl/container/flat_hash_set.h>
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "kv/entry.h"
@@ -24,6 +33,7 @@ namespace kv0::kv {
 class View {
  public:
   using Set = absl::btree_set<Entry*, EntryLess>;
+  using Index = absl::flat_hash_set<Entry*, EntryHash, EntryEq>;
 
   View() = default;
   ~View();
@@ -38,6 +48,9 @@ class View {
 
   // The entry for key (possibly a tombstone), or nullptr.
   const Entry* Find(std::string_view key) const;
+  // Starts loading what Find(key) will read first, for a caller about to
+  // look up many keys.
+  void Prefetch(std::string_view key) const { index_.prefetch(key); }
 
   // Replaces the entry for key, if it still is the one written at seq, by a
   // lazy reference (after its value was committed, or moved by a rewrite).
@@ -50,8 +63,12 @@ class View {
 
   // Appends a run of entries in ascending key order with no range deletions
   // in between, as a snapshot loads them; faster than applying one by one.
-  // The entries must sort after every entry already in the view.
-  void AppendSorted(Entry* entry);
+  // The entries must sort after every entry already in the view. Takes
+  // ownership of every entry of the run, also when it throws (those not
+  // added are freed).
+  void AppendSorted(std::span<Entry* const> run);
+  // Makes room for this many entries in all (a snapshot's count).
+  void Reserve(size_t entries) { index_.reserve(entries); }
 
   // Exchanges the contents of two views (a loaded snapshot goes in whole).
   void Swap(View& other) noexcept;
@@ -69,9 +86,15 @@ class View {
 
  private:
   bool Replace(Entry* fresh);
+  // Puts `fresh` in the place of `old` (the same key) in both containers.
+  void Substitute(Entry* old, Entry* fresh);
+  // Takes the entry at `it` out of both containers and frees it; returns the
+  // next position.
+  Set::iterator Erase(Set::iterator it);
   void Count(const Entry* e, int sign);
 
   Set entries_;
+  Index index_;
   RangeTombstones ranges_;
   uint64_t tombstones_ = 0;
   uint64_t lazy_ = 0;
