@@ -55,6 +55,10 @@ class ViewIterator final : public Iterator {
   // Fills the chunk with the entries at or before `from` (none: the last),
   // strictly before it when `exclusive`; positions at its last item.
   void LoadBackward(const std::string* from, bool exclusive);
+  // Adds the entries `step` hands out (nullptr: no more), tombstones
+  // skipped, until the chunk holds limit_ entries.
+  template <class Step>
+  void Collect(Step&& step);
   // Copies an entry out of the view (a lazy one as its reference).
   void Add(const Entry* e);
   void Clear();

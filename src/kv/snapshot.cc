@@ -8,10 +8,15 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string_view>
+#include <thread>
 #include <utility>
 
 #include "kv0/error.h"
@@ -390,9 +395,87 @@ void ReadRanges(Reader& r, View* view) {
   }
 }
 
+// Builds the view's index on a thread of its own while the file is read
+// (the index costs about a fifth of a load done on one thread). Runs are
+// handed over once they are in the ordered set, so the entries live as long
+// as the view; the destructor stops the thread before the view can go.
+class IndexThread {
+ public:
+  explicit IndexThread(View* view) : view_(view), thread_([this] { Run(); }) {}
+  ~IndexThread() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void Push(std::vector<Entry*> run) {
+    {
+      std::lock_guard lock(mu_);
+      runs_.push_back(std::move(run));
+    }
+    cv_.notify_one();
+  }
+
+  // Waits until every run pushed is indexed; rethrows what indexing threw.
+  void Finish() {
+    {
+      std::lock_guard lock(mu_);
+      finishing_ = true;
+    }
+    cv_.notify_one();
+    std::unique_lock lock(mu_);
+    done_cv_.wait(lock, [&] { return (runs_.empty() && !busy_) || error_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void Run() {
+    std::unique_lock lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stop_ || !runs_.empty() || finishing_; });
+      if (stop_ || error_) return;
+      if (runs_.empty()) {
+        done_cv_.notify_all();
+        if (finishing_) return;
+        continue;
+      }
+      std::vector<Entry*> run = std::move(runs_.front());
+      runs_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        view_->IndexSorted(run);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      busy_ = false;
+      if (error) {
+        error_ = error;
+        done_cv_.notify_all();
+        return;
+      }
+      if (runs_.empty()) done_cv_.notify_all();
+    }
+  }
+
+  View* const view_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<std::vector<Entry*>> runs_;
+  bool stop_ = false, finishing_ = false, busy_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts once the rest is set up
+};
+
 void ReadEntries(Reader& r, View* view) {
   uint64_t count = r.Count<uint64_t>("entry", kEntryPrefix);
   view->Reserve(count);  // bounded by the file's size (Count checks)
+  IndexThread indexer(view);
   // Entries go to the view a run at a time; the run frees what it holds if
   // the file turns out damaged before it is handed over.
   std::vector<Entry*> run;
@@ -454,9 +537,13 @@ void ReadEntries(Reader& r, View* view) {
         run.clear();  // the view freed them
         throw;
       }
-      run.clear();
+      std::vector<Entry*> handed;
+      handed.swap(run);  // the view owns them now: `run` must not free them
+      run.reserve(kRun);
+      indexer.Push(std::move(handed));
     }
   }
+  indexer.Finish();
 }
 
 }  // namespace

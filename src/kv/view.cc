@@ -135,28 +135,28 @@ void View::Swap(View& other) noexcept {
 }
 
 void View::AppendSorted(std::span<Entry* const> run) {
-  // Inserts into the index miss the cache once each; asking for the slot a
-  // few entries ahead overlaps those misses.
-  constexpr size_t kAhead = 8;
   size_t added = 0;
   try {
-    for (size_t i = 0; i < std::min(kAhead, run.size()); ++i) index_.prefetch(run[i]->key());
     for (; added < run.size(); ++added) {
       Entry* e = run[added];
-      if (added + kAhead < run.size()) index_.prefetch(run[added + kAhead]->key());
-      index_.insert(e);
-      try {
-        entries_.insert(entries_.end(), e);
-      } catch (...) {
-        index_.erase(e);
-        throw;
-      }
+      entries_.insert(entries_.end(), e);
       max_seq_ = std::max(max_seq_, e->seq());
       Count(e, +1);
     }
   } catch (...) {
     for (size_t i = added; i < run.size(); ++i) Entry::Free(run[i]);
     throw;
+  }
+}
+
+void View::IndexSorted(std::span<Entry* const> run) {
+  // Each insert misses the cache once; asking for the slot a few entries
+  // ahead overlaps those misses.
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < std::min(kAhead, run.size()); ++i) index_.prefetch(run[i]->key());
+  for (size_t i = 0; i < run.size(); ++i) {
+    if (i + kAhead < run.size()) index_.prefetch(run[i + kAhead]->key());
+    index_.insert(run[i]);
   }
 }
 

@@ -61,13 +61,17 @@ class View {
   // many it dropped.
   size_t DropTombstonesOlderThan(uint64_t cutoff);
 
-  // Appends a run of entries in ascending key order with no range deletions
-  // in between, as a snapshot loads them; faster than applying one by one.
-  // The entries must sort after every entry already in the view. Takes
-  // ownership of every entry of the run, also when it throws (those not
-  // added are freed).
+  // Loading a snapshot, in two halves that may run on two threads at once
+  // (they touch different containers): AppendSorted adds a run of entries in
+  // ascending key order, with no range deletions in between, to the ordered
+  // set, and IndexSorted adds the same run to the index. The entries must
+  // sort after every entry already in the view. The view may be used once
+  // every run went through both. AppendSorted takes ownership of every entry
+  // of the run, also when it throws (those not added are freed).
   void AppendSorted(std::span<Entry* const> run);
-  // Makes room for this many entries in all (a snapshot's count).
+  void IndexSorted(std::span<Entry* const> run);
+  // Makes room in the index for this many entries in all (a snapshot's
+  // count).
   void Reserve(size_t entries) { index_.reserve(entries); }
 
   // Exchanges the contents of two views (a loaded snapshot goes in whole).

@@ -395,6 +395,7 @@ TEST_F(SnapshotTest, MillionEntries) {
     for (size_t j = 0; j < value.size(); ++j) value[j] = static_cast<char>('a' + (i + j) % 26);
     Entry* e = Entry::NewValue(static_cast<uint64_t>(i) + 1, {key, 16}, value);
     want.AppendSorted({&e, 1});
+    want.IndexSorted({&e, 1});
   }
   using Clock = std::chrono::steady_clock;
   auto ms = [](Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); };
