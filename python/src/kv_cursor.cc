@@ -4,10 +4,10 @@
 //
 // A fill releases the GIL once (moving a kv::Iterator may take the view's
 // lock or read values from Lance) and copies up to a chunk of entries out of
-// the kv::Iterator; __next__ then makes each item from the chunk holding
-// the GIL, so only the items handed out are made. The first chunk after a
-// seek is small, since most seeks read a few entries; each further one
-// doubles, up to kMaxChunk. Positions follow the Python iterator's, never
+// the kv::Iterator (a seek fills the first chunk in the same call);
+// __next__ then makes each item from the chunk holding the GIL, so only the
+// items handed out are made. The first chunk after a seek is small, since most seeks read a few
+// entries; each further one doubles, up to kMaxChunk. Positions follow the Python iterator's, never
 // the kv::Iterator's, which runs ahead:
 //
 //   - the next item is slots_[pos_] while pos_ < slots_.size();
@@ -43,19 +43,19 @@ class Cursor {
     if (mode < kKeys || mode > kItems) throw Error(Code::kInvalidArgument, "unknown cursor mode");
   }
 
-  // The seeks: the chunk is dropped and the kv::Iterator stands on the
-  // next item.
+  // The seeks: the chunk is refilled from the position sought, in the
+  // direction a walk from there usually takes, within the same native call.
   void SeekToFirst() {
-    Reset([&] { it_->SeekToFirst(); });
+    Reset(+1, [&] { it_->SeekToFirst(); });
   }
   void SeekToLast() {
-    Reset([&] { it_->SeekToLast(); });
+    Reset(-1, [&] { it_->SeekToLast(); });
   }
   void Seek(std::string_view key) {
-    Reset([&] { it_->Seek(key); });
+    Reset(+1, [&] { it_->Seek(key); });
   }
   void SeekForPrev(std::string_view key) {
-    Reset([&] { it_->SeekForPrev(key); });
+    Reset(-1, [&] { it_->SeekForPrev(key); });
   }
 
   // The next item in direction `dir` (+1 forward, -1 backward), moving past
@@ -83,8 +83,10 @@ class Cursor {
     uint32_t value_size;
   };
 
+  // Moves the kv::Iterator with `move`, then fills a first chunk in `dir`;
+  // releases the GIL once.
   template <class Move>
-  void Reset(Move&& move) {
+  void Reset(int dir, Move&& move) {
     owner_.Check("database", uri_);
     slots_.clear();
     bytes_.clear();
@@ -93,29 +95,33 @@ class Cursor {
     limit_ = kFirstChunk;
     nb::gil_scoped_release release;
     move();
+    FillReleased(dir);
   }
 
   // Makes slots_[pos_] the next item in `dir`; false past the end.
   bool Ready(int dir) {
     owner_.Check("database", uri_);
+    if (pos_ < slots_.size() && dir == dir_) return true;
     if (pos_ < slots_.size()) {
-      if (dir == dir_) return true;
       // Turning round: the kv::Iterator goes back to the next item.
       std::string key(Key(slots_[pos_]));
-      Reset([&] {
+      Reset(dir, [&] {
         if (dir > 0) {
           it_->Seek(key);
         } else {
           it_->SeekForPrev(key);
         }
       });
+    } else {
+      nb::gil_scoped_release release;
+      FillReleased(dir);
     }
-    Fill(dir);
     return pos_ < slots_.size();
   }
 
-  // Copies up to limit_ entries, from the next item on in `dir`.
-  void Fill(int dir) {
+  // Copies up to limit_ entries, from the next item on in `dir`. Runs
+  // without the GIL and touches no Python object.
+  void FillReleased(int dir) {
     slots_.clear();
     bytes_.clear();
     pos_ = 0;
@@ -124,7 +130,6 @@ class Cursor {
     const int behind = step_ ? dir_ : 0;
     dir_ = dir;
     step_ = false;
-    nb::gil_scoped_release release;
     if (behind > 0) it_->Next();
     if (behind < 0) it_->Prev();
     while (it_->Valid()) {
