@@ -47,22 +47,42 @@ class Engine:
     """One store under test: open, load, and one method per operation.
 
     Every method runs the operation over the given keys and returns how many
-    operations it performed; `check` reads one key back, so a store that
-    silently drops writes cannot post a figure."""
+    operations it performed; `read` reads one key back, so a store that
+    silently drops writes cannot post a figure. The defaults below fit a
+    store with get and put methods on `self.db`."""
 
     name = ""
     note = ""
 
     def open(self, root: str) -> None: ...
-    def load(self, items: list[tuple[bytes, bytes]]) -> None: ...
-    def get(self, keys: list[bytes]) -> int: ...
-    def multi_get(self, keys: list[bytes]) -> int: ...
     def scan(self) -> int: ...
     def seek10(self, keys: list[bytes]) -> int: ...
-    def put(self, items: list[tuple[bytes, bytes]]) -> int: ...
     def batch(self, items: list[tuple[bytes, bytes]]) -> int: ...
-    def read(self, key: bytes) -> bytes | None: ...
-    def close(self) -> None: ...
+
+    def load(self, items: list[tuple[bytes, bytes]]) -> None:
+        for part in chunks(items, 10000):
+            self.batch(part)
+
+    def get(self, keys: list[bytes]) -> int:
+        get = self.db.get
+        for k in keys:
+            get(k)
+        return len(keys)
+
+    def multi_get(self, keys: list[bytes]) -> int:  # for stores without one
+        return self.get(keys)
+
+    def put(self, items: list[tuple[bytes, bytes]]) -> int:
+        put = self.db.put
+        for k, v in items:
+            put(k, v)
+        return len(items)
+
+    def read(self, key: bytes) -> bytes | None:
+        return self.db.get(key)
+
+    def close(self) -> None:
+        self.db.close()
 
 
 def chunks(seq: list, n: int):
@@ -80,18 +100,8 @@ class Kv0(Engine):
         self.db = kv0.DB(os.path.join(root, "db"), wal_dir=os.path.join(root, "wal"))
 
     def load(self, items):
-        for part in chunks(items, 10000):
-            b = self.kv0.WriteBatch()
-            for k, v in part:
-                b.put(k, v)
-            self.db.write(b)
-        self.db.flush()
-
-    def get(self, keys):
-        get = self.db.get
-        for k in keys:
-            get(k)
-        return len(keys)
+        super().load(items)
+        self.db.flush()  # reads come from a committed store
 
     def multi_get(self, keys):
         for part in chunks(keys, MULTI):
@@ -114,12 +124,6 @@ class Kv0(Engine):
                 pass
         return len(keys)
 
-    def put(self, items):
-        put = self.db.put
-        for k, v in items:
-            put(k, v)
-        return len(items)
-
     def batch(self, items):
         for part in chunks(items, MULTI):
             b = self.kv0.WriteBatch()
@@ -128,16 +132,10 @@ class Kv0(Engine):
             self.db.write(b)
         return len(items)
 
-    def read(self, key):
-        return self.db.get(key)
-
     def cxx(self, op, arg):
         """The same loop in C++ on this handle: (operations, CPU s, wall s)."""
         from kv0 import _kv0
         return _kv0._cxx_loop(self.db, op, arg)
-
-    def close(self):
-        self.db.close()
 
 
 class Aimrocks(Kv0):
@@ -149,9 +147,7 @@ class Aimrocks(Kv0):
         self.kv0 = aimrocks  # the same call forms as kv0.DB
         self.db = aimrocks.DB(os.path.join(root, "db"), aimrocks.Options(create_if_missing=True))
 
-    def load(self, items):
-        for part in chunks(items, 10000):
-            self.batch(part)
+    load = Engine.load  # aimrocks has no flush: its memtable serves the reads
 
     def close(self):
         del self.db
@@ -166,16 +162,6 @@ class Rocksdict(Engine):
         self.rd = rocksdict
         opts = rocksdict.Options(raw_mode=True)
         self.db = rocksdict.Rdict(os.path.join(root, "db"), options=opts)
-
-    def load(self, items):
-        for part in chunks(items, 10000):
-            self.batch(part)
-
-    def get(self, keys):
-        get = self.db.get
-        for k in keys:
-            get(k)
-        return len(keys)
 
     def multi_get(self, keys):
         for part in chunks(keys, MULTI):
@@ -200,12 +186,6 @@ class Rocksdict(Engine):
         del it
         return len(keys)
 
-    def put(self, items):
-        put = self.db.put
-        for k, v in items:
-            put(k, v)
-        return len(items)
-
     def batch(self, items):
         for part in chunks(items, MULTI):
             b = self.rd.WriteBatch(raw_mode=True)
@@ -213,12 +193,6 @@ class Rocksdict(Engine):
                 b.put(k, v)
             self.db.write(b)
         return len(items)
-
-    def read(self, key):
-        return self.db.get(key)
-
-    def close(self):
-        self.db.close()
 
 
 class Lmdb(Engine):
@@ -298,19 +272,6 @@ class Plyvel(Engine):
         import plyvel
         self.db = plyvel.DB(os.path.join(root, "db"), create_if_missing=True)
 
-    def load(self, items):
-        for part in chunks(items, 10000):
-            self.batch(part)
-
-    def get(self, keys):
-        get = self.db.get
-        for k in keys:
-            get(k)
-        return len(keys)
-
-    def multi_get(self, keys):  # LevelDB has none
-        return self.get(keys)
-
     def scan(self):
         n = 0
         for _ in self.db.iterator():
@@ -326,24 +287,12 @@ class Plyvel(Engine):
         it.close()
         return len(keys)
 
-    def put(self, items):
-        put = self.db.put
-        for k, v in items:
-            put(k, v)
-        return len(items)
-
     def batch(self, items):
         for part in chunks(items, MULTI):
             with self.db.write_batch() as b:
                 for k, v in part:
                     b.put(k, v)
         return len(items)
-
-    def read(self, key):
-        return self.db.get(key)
-
-    def close(self):
-        self.db.close()
 
 
 class Slatedb(Engine):
@@ -372,8 +321,7 @@ class Slatedb(Engine):
         return self.loop.run_until_complete(coro)
 
     def load(self, items):
-        for part in chunks(items, 10000):
-            self.batch(part)
+        super().load(items)
         self.run(self.db.flush())
 
     def get(self, keys):
@@ -383,9 +331,6 @@ class Slatedb(Engine):
                 await get(k)
         self.run(go())
         return len(keys)
-
-    def multi_get(self, keys):  # SlateDB has none
-        return self.get(keys)
 
     def scan(self):
         async def go():

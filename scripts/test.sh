@@ -46,3 +46,6 @@ rm -rf "$stress_dir"
 
 printf '\n== Python tests\n'
 .venv/bin/python -m pytest -q tests/python
+
+printf '\n== the Python peers benchmark, short (its full run: docs/benchmarks.md)\n'
+bench/python_peers.sh --keys 3000 --repeat 1 >/dev/null

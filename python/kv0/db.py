@@ -159,6 +159,10 @@ class DB(_DB):
     are kv0 options (storage_options, version, wal_dir, wal_sync, ...),
     which take precedence over the same options in opts.
 
+    Besides aimrocks' calls, db[key] reads a value (KeyError when absent)
+    and `key in db` tests for one. Reads answered from memory keep the GIL;
+    every call that may wait (on storage, a lock, a flush) releases it.
+
     A DB belongs to the process that opened it: in a forked child (a
     multiprocessing worker, say) every call on it raises NotSupported and
     dropping it does nothing; the child opens a DB of its own.

@@ -8,7 +8,8 @@
 // call, and no method can forget to. The body of such a call must not touch
 // a Python object; its arguments and results cross as C++ values, converted
 // by the casters below while the GIL is held (arguments before the call,
-// results after it).
+// results after it). kv0.DB's hot calls are CPython fast calls instead
+// (fast_call.h); they release the GIL by hand around any call that may wait.
 #pragma once
 
 #include <nanobind/nanobind.h>

@@ -68,30 +68,32 @@ class Entry {
   Entry() = delete;
 };
 
+// The key an entry or a lookup stands for, for the comparators below.
+inline std::string_view KeyOf(const Entry* e) { return e->key(); }
+inline std::string_view KeyOf(std::string_view key) { return key; }
+
 // Orders entries, and lookups by key, byte-wise.
-// Hashing and equality of entries by key, for the view's point index.
-struct EntryHash {
+struct EntryLess {
   using is_transparent = void;
-  size_t operator()(std::string_view key) const { return absl::Hash<std::string_view>{}(key); }
-  size_t operator()(const Entry* e) const { return (*this)(e->key()); }
-};
-struct EntryEq {
-  using is_transparent = void;
-  static std::string_view Key(const Entry* e) { return e->key(); }
-  static std::string_view Key(std::string_view k) { return k; }
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
-    return Key(a) == Key(b);
+    return KeyOf(a) < KeyOf(b);
   }
 };
 
-struct EntryLess {
+// Hashing and equality of entries by key, for the view's point index.
+struct EntryHash {
   using is_transparent = void;
-  static std::string_view Key(const Entry* e) { return e->key(); }
-  static std::string_view Key(std::string_view k) { return k; }
+  template <typename A>
+  size_t operator()(const A& a) const {
+    return absl::Hash<std::string_view>{}(KeyOf(a));
+  }
+};
+struct EntryEq {
+  using is_transparent = void;
   template <typename A, typename B>
   bool operator()(const A& a, const B& b) const {
-    return Key(a) < Key(b);
+    return KeyOf(a) == KeyOf(b);
   }
 };
 
