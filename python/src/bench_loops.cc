@@ -42,7 +42,7 @@ std::vector<std::string> Strings(nb::handle list, size_t field) {
 // seconds of the process, wall seconds) of the loop alone.
 std::tuple<size_t, double, double> Loop(nb::handle db_object, const std::string& op,
                                         nb::handle arg) {
-  PyDB* native = DbOf(db_object.ptr());
+  PyDB* native = AnyDbOf(db_object.ptr());
   if (native == nullptr) throw nb::python_error();
   kv::DB& db = native->db();
   std::vector<std::string> keys, values;

@@ -446,6 +446,14 @@ PyDB* DbOf(PyObject* self) {
   return nb::inst_ptr<PyDB>(h);
 }
 
+PyDB* AnyDbOf(PyObject* o) {
+  if (!nb::isinstance<PyDB>(nb::handle(o))) {
+    PyErr_Format(PyExc_TypeError, "a kv0.DB is needed, not %s", Py_TYPE(o)->tp_name);
+    return nullptr;
+  }
+  return DbOf(o);
+}
+
 PyBatch* BatchOf(PyObject* o) {
   nb::handle h(o);
   if (batch_type == nullptr || !PyObject_TypeCheck(o, batch_type) || !nb::inst_ready(h)) {

@@ -252,7 +252,7 @@ void BindCursors(nb::module_& m) {
       .def(
           "__init__",
           [](Cursor* self, nb::handle db, int mode) {
-            PyDB* native = DbOf(db.ptr());
+            PyDB* native = AnyDbOf(db.ptr());
             if (native == nullptr) throw nb::python_error();
             kv::DB& handle = native->db();
             nb::gil_scoped_release release;  // creating an iterator refreshes the handle

@@ -49,9 +49,11 @@ const PyType_Slot* BatchSlots();
 void SetBatchType(PyObject* type);
 
 // The native object of a Python object of one of these classes (or of a
-// class derived from it), or nullptr with TypeError set when it is not one
-// or its __init__ has not run.
+// class derived from it), or nullptr with TypeError set when its __init__
+// has not run or (BatchOf, AnyDbOf) it is not one. DbOf trusts the type
+// (CPython checks `self` of a method); AnyDbOf takes any object.
 PyDB* DbOf(PyObject* self);
+PyDB* AnyDbOf(PyObject* o);
 PyBatch* BatchOf(PyObject* o);
 
 // Binds the iterators, _Cursor and _ReversedCursor (kv_cursor.cc).

@@ -69,6 +69,8 @@ def test_call_forms_and_their_errors(db):
         db.put(b"k", 5)
     with pytest.raises(TypeError, match="kv0.WriteBatch"):
         db.write([(0, b"k", b"v")])
+    with pytest.raises(TypeError, match="a kv0.DB is needed"):
+        kv0.KeysIterator("not a database")
     with pytest.raises(TypeError, match="a key tuple"):
         db.get((None, b"k", b"extra"))
     with pytest.raises(errors.NotSupported):
