@@ -33,7 +33,7 @@ build/tsan/tests/cpp/snapshot_test --gtest_filter=-*Million* 2>>"$tsan_log"
 build/tsan/tests/cpp/repo_test \
   --gtest_filter='*Concurrent*' 2>>"$tsan_log"
 build/tsan/tests/cpp/pipeline_test --gtest_filter='*Racing*:*DuringItsFlush*' 2>>"$tsan_log"
-KV0_RACE_ROUNDS=3 build/tsan/tests/cpp/kv_refresh_test --gtest_filter='*Racing*:*LosesARace*' \
+KV0_RACE_ROUNDS=2 build/tsan/tests/cpp/kv_refresh_test --gtest_filter='*Racing*:*LosesARace*' \
   2>>"$tsan_log"
 unset TSAN_OPTIONS
 scripts/tsan_report.py "$tsan_log"
