@@ -4,48 +4,84 @@
 # ThreadSanitizer, and the Python suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Each stage prints its name; at the end, the wall clock of each, so that a
+# slow stage shows in CI's log.
+stage_names=() stage_secs=() stage_start=$SECONDS
+stage() {
+  if ((${#stage_names[@]})); then stage_secs+=($((SECONDS - stage_start))); fi
+  stage_names+=("$1") stage_start=$SECONDS
+  printf '\n== %s\n' "$1"
+}
+summary() {
+  stage_secs+=($((SECONDS - stage_start)))
+  printf '\n== wall clock per stage\n'
+  for i in "${!stage_names[@]}"; do
+    printf '%6d s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]}"
+  done
+  printf '%6d s  in all\n' "$SECONDS"
+}
+
+stage "set-up (scripts/setup.sh)"
 scripts/setup.sh
 
-printf '\n== C++ tests\n'
+stage "C++ tests"
 ctest --test-dir build --output-on-failure -j2
 
-printf '\n== C++ tests under address and undefined-behaviour sanitizers\n'
+stage "C++ tests under address and undefined-behaviour sanitizers"
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=address,undefined \
   -DKV0_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/asan -j2
-# Fewer kills in the crash test: every process is slower under ASan.
+# Fewer kills in the crash test and fewer steps in the model test: every
+# process is slower under ASan.
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0_CRASH_ROUNDS=40 \
+  KV0_MODEL_STEPS=50000 \
   ctest --test-dir build/asan --output-on-failure -j2
 
-printf '\n== concurrent C++ tests under the thread sanitizer\n'
+stage "concurrent C++ tests under the thread sanitizer"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=thread \
   -DKV0_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/tsan -j2 --target kv_test kv_refresh_test lru_cache_test background_test repo_test pipeline_test snapshot_test
-tsan_log=build/tsan/tsan.log
-: > "$tsan_log"
 export TSAN_OPTIONS="exitcode=0 report_signal_unsafe=0 suppressions=$PWD/tests/cpp/tsan.supp"
-build/tsan/tests/cpp/lru_cache_test 2>>"$tsan_log"
-build/tsan/tests/cpp/background_test --gtest_filter=-*Fork* 2>>"$tsan_log"
-build/tsan/tests/cpp/kv_test \
-  --gtest_filter='KvTest.ConcurrentWritersAndReaders:*Interval*:*TwoHandles*:*TryGetRacing*' \
-  2>>"$tsan_log"
-build/tsan/tests/cpp/snapshot_test --gtest_filter=-*Million* 2>>"$tsan_log"
-build/tsan/tests/cpp/repo_test \
-  --gtest_filter='*Concurrent*' 2>>"$tsan_log"
-build/tsan/tests/cpp/pipeline_test --gtest_filter='*Racing*:*DuringItsFlush*' 2>>"$tsan_log"
-KV0_RACE_ROUNDS=2 build/tsan/tests/cpp/kv_refresh_test --gtest_filter='*Racing*:*LosesARace*' \
-  2>>"$tsan_log"
+t=build/tsan/tests/cpp
+# Two lanes at once, each with its own output and sanitizer log: the two
+# longest suites (repo_test's and kv_refresh_test's races) get one lane.
+(
+  $t/lru_cache_test
+  $t/background_test --gtest_filter=-*Fork*
+  $t/kv_test --gtest_filter='KvTest.ConcurrentWritersAndReaders:*Interval*:*TwoHandles*:*TryGetRacing*'
+  $t/snapshot_test --gtest_filter=-*Million*
+  $t/pipeline_test --gtest_filter='*Racing*:*DuringItsFlush*'
+) >build/tsan/lane1.out 2>build/tsan/lane1.log &
+lane1=$!
+(
+  $t/repo_test --gtest_filter='*Concurrent*'
+  KV0_RACE_ROUNDS=2 $t/kv_refresh_test --gtest_filter='*Racing*:*LosesARace*'
+) >build/tsan/lane2.out 2>build/tsan/lane2.log &
+lane2=$!
+failed=0
+wait "$lane1" || failed=1
+wait "$lane2" || failed=1
 unset TSAN_OPTIONS
+cat build/tsan/lane1.out build/tsan/lane2.out
+if ((failed)); then
+  tail -n 40 build/tsan/lane1.log build/tsan/lane2.log
+  echo "a thread-sanitizer suite failed (its output and its log's end are above)" >&2
+  exit 1
+fi
+tsan_log=build/tsan/tsan.log
+cat build/tsan/lane1.log build/tsan/lane2.log >"$tsan_log"
 scripts/tsan_report.py "$tsan_log"
 
-printf '\n== kv0 stress: random kills, then injected faults (about 2 minutes)\n'
+stage "kv0 stress: random kills, then injected faults (about 2 minutes)"
 stress_dir=$(mktemp -d)
 build/kv0 stress --dir "$stress_dir/clean" --duration 60
 build/kv0 stress --dir "$stress_dir/faults" --duration 60 --faults
 rm -rf "$stress_dir"
 
-printf '\n== Python tests\n'
-.venv/bin/python -m pytest -q tests/python
+stage "Python tests"
+.venv/bin/python -m pytest -q --durations=10 tests/python
 
-printf '\n== the Python peers benchmark, short (its full run: docs/benchmarks.md)\n'
+stage "the Python peers benchmark, short (its full run: docs/benchmarks.md)"
 bench/python_peers.sh --keys 3000 --repeat 1 >/dev/null
+summary

@@ -35,6 +35,18 @@ bool ToBytes(PyObject* o, const char* what, Bytes* out) {
   return false;
 }
 
+bool CheckFamily(PyObject* family) {
+  if (family == nullptr || family == Py_None) return true;
+  // Rare: the family object is compared in Python, as aimrocks does.
+  try {
+    nb::module_::import_("kv0.db").attr("_check_family")(nb::handle(family));
+    return true;
+  } catch (nb::python_error& e) {
+    e.restore();
+    return false;
+  }
+}
+
 bool ToKey(PyObject* o, Bytes* out) {
   if (PyBytes_Check(o)) return ToBytes(o, "key", out);
   if (PyTuple_Check(o)) {
@@ -42,17 +54,7 @@ bool ToKey(PyObject* o, Bytes* out) {
       PyErr_SetString(PyExc_TypeError, "a key tuple is (column_family, key)");
       return false;
     }
-    PyObject* family = PyTuple_GET_ITEM(o, 0);
-    if (family != Py_None) {
-      // Rare: the family object is compared in Python, as aimrocks does.
-      try {
-        nb::module_::import_("kv0.db").attr("_check_family")(nb::handle(family));
-      } catch (nb::python_error& e) {
-        e.restore();
-        return false;
-      }
-    }
-    return ToBytes(PyTuple_GET_ITEM(o, 1), "key", out);
+    return CheckFamily(PyTuple_GET_ITEM(o, 0)) && ToBytes(PyTuple_GET_ITEM(o, 1), "key", out);
   }
   return ToBytes(o, "key", out);
 }

@@ -31,8 +31,11 @@ struct Bytes {
 
 // A value: bytes, bytearray or memoryview; TypeError names `what` otherwise.
 bool ToBytes(PyObject* o, const char* what, Bytes* out);
+// A column family argument: absent, None or the default family
+// (kv0.db._check_family decides).
+bool CheckFamily(PyObject* family);
 // A key: as ToBytes, or aimrocks' (column family, key), where the family
-// must be the default one (kv0.db._check_family decides).
+// passes CheckFamily.
 bool ToKey(PyObject* o, Bytes* out);
 
 // Binds a call's arguments to `names`, positional ones first: out[i] is the
@@ -52,6 +55,18 @@ int Flag(PyObject* o);
 PyObject* RaiseCurrent() noexcept;
 // Raises kv0.errors.<code> with a message. Returns nullptr.
 PyObject* Raise(Code code, const std::string& message) noexcept;
+
+// The C++ object of a nanobind instance, or nullptr with TypeError(message)
+// when the instance's __init__ has not run (a subclass that skipped it).
+template <class T>
+T* ReadyInstance(PyObject* o, const char* message) {
+  nanobind::handle h(o);
+  if (!nanobind::inst_ready(h)) {
+    PyErr_SetString(PyExc_TypeError, message);
+    return nullptr;
+  }
+  return nanobind::inst_ptr<T>(h);
+}
 
 // Runs `body` (which returns a new reference or nullptr with an error set)
 // and turns any C++ exception it throws into a Python one.

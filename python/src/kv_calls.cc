@@ -176,17 +176,6 @@ bool WriteFlags(PyObject* sync, PyObject* disable_wal, kv::WriteOptions* out) {
   return true;
 }
 
-bool CheckFamily(PyObject* family) {
-  if (family == nullptr || family == Py_None) return true;
-  try {
-    nb::module_::import_("kv0.db").attr("_check_family")(nb::handle(family));
-    return true;
-  } catch (nb::python_error& e) {
-    e.restore();
-    return false;
-  }
-}
-
 // put(key, value, sync=False, disable_wal=False, column_family=None)
 PyObject* DbPut(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
@@ -438,12 +427,7 @@ const PyType_Slot* BatchSlots() { return batch_slots; }
 void SetBatchType(PyObject* type) { batch_type = reinterpret_cast<PyTypeObject*>(type); }
 
 PyDB* DbOf(PyObject* self) {
-  nb::handle h(self);
-  if (!nb::inst_ready(h)) {
-    PyErr_SetString(PyExc_TypeError, "the kv0.DB is not initialised (its __init__ did not run)");
-    return nullptr;
-  }
-  return nb::inst_ptr<PyDB>(h);
+  return ReadyInstance<PyDB>(self, "the kv0.DB is not initialised (its __init__ did not run)");
 }
 
 PyDB* AnyDbOf(PyObject* o) {
@@ -455,12 +439,12 @@ PyDB* AnyDbOf(PyObject* o) {
 }
 
 PyBatch* BatchOf(PyObject* o) {
-  nb::handle h(o);
-  if (batch_type == nullptr || !PyObject_TypeCheck(o, batch_type) || !nb::inst_ready(h)) {
-    PyErr_SetString(PyExc_TypeError, "not an initialised kv0.WriteBatch");
+  constexpr const char* kMessage = "not an initialised kv0.WriteBatch";
+  if (batch_type == nullptr || !PyObject_TypeCheck(o, batch_type)) {
+    PyErr_SetString(PyExc_TypeError, kMessage);
     return nullptr;
   }
-  return nb::inst_ptr<PyBatch>(h);
+  return ReadyInstance<PyBatch>(o, kMessage);
 }
 
 }  // namespace kv0::python

@@ -200,12 +200,7 @@ struct ReversedCursor {
 };
 
 Cursor* CursorOf(PyObject* o) {
-  nb::handle h(o);
-  if (!nb::inst_ready(h)) {
-    PyErr_SetString(PyExc_TypeError, "the iterator is not initialised");
-    return nullptr;
-  }
-  return nb::inst_ptr<Cursor>(h);
+  return ReadyInstance<Cursor>(o, "the iterator is not initialised");
 }
 
 // tp_iternext returns nullptr without an error at the end.
@@ -216,9 +211,8 @@ PyObject* CursorIterNext(PyObject* o) {
 }
 
 PyObject* ReversedIterNext(PyObject* o) {
-  nb::handle h(o);
-  if (!nb::inst_ready(h)) return nullptr;
-  Cursor* c = CursorOf(nb::inst_ptr<ReversedCursor>(h)->base.ptr());
+  auto* r = ReadyInstance<ReversedCursor>(o, "the iterator is not initialised");
+  Cursor* c = r == nullptr ? nullptr : CursorOf(r->base.ptr());
   if (c == nullptr) return nullptr;
   return Guarded([&]() -> PyObject* { return c->Take(-1); });
 }

@@ -103,8 +103,8 @@ class DB::Impl : public BackgroundClient,
   std::optional<std::string> Get(std::string_view key);
   std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
   bool KeyMayExist(std::string_view key);
-  // DB::TryGet and DB::TryMultiGet (kv.h): kFound means at least one key
-  // was found when `keys` holds one key, every key answered otherwise.
+  // DB::TryMultiGet (kv.h), which DB::TryGet also calls: kFound once every
+  // key was answered; never kAbsent.
   DB::Probe TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn, void* found);
   // Brings the view to the latest version. May wait for a flush in progress
   // (a reload must see every write not in storage).

@@ -76,16 +76,13 @@ DB::Probe DB::Impl::TryMultiGet(std::span<const std::string_view> keys, DB::Foun
   MaybeRefresh();  // queues the refresh; never runs it here
   std::shared_lock lock(view_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return DB::Probe::kWouldWait;
-  bool any = false;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (i + kPrefetchAhead < keys.size()) view_.Prefetch(keys[i + kPrefetchAhead]);
     const Entry* e = view_.Find(keys[i]);
     if (e == nullptr || e->is_tombstone()) continue;
     if (e->is_lazy()) return DB::Probe::kWouldWait;
     fn(found, i, e->value());
-    any = true;
   }
-  if (keys.size() == 1 && !any) return DB::Probe::kAbsent;
   return DB::Probe::kFound;
 }
 

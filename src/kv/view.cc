@@ -22,24 +22,27 @@ bool View::Replace(Entry* fresh) {
     Entry::Free(fresh);
     return false;
   }
-  if (Index::iterator found = index_.find(fresh->key()); found != index_.end()) {
-    Entry* old = *found;
-    if (old->seq() >= fresh->seq()) {
+  // One probe of the index for both cases: insert finds the key's slot, or
+  // makes one.
+  std::pair<Index::iterator, bool> slot;
+  try {
+    slot = index_.insert(fresh);
+  } catch (...) {
+    Entry::Free(fresh);
+    throw;
+  }
+  if (!slot.second) {
+    if ((*slot.first)->seq() >= fresh->seq()) {
       Entry::Free(fresh);
       return false;
     }
-    Substitute(old, fresh);
+    Substitute(slot.first, fresh);
     return true;
   }
   try {
-    index_.insert(fresh);
-    try {
-      entries_.insert(fresh);
-    } catch (...) {
-      index_.erase(fresh);
-      throw;
-    }
+    entries_.insert(fresh);
   } catch (...) {
+    index_.erase(slot.first);
     Entry::Free(fresh);
     throw;
   }
@@ -47,10 +50,11 @@ bool View::Replace(Entry* fresh) {
   return true;
 }
 
-void View::Substitute(Entry* old, Entry* fresh) {
+void View::Substitute(Index::iterator slot, Entry* fresh) {
   // Both containers keep their slots; only the pointer changes (same key,
   // so the same hash and the same place in the order).
-  const_cast<Entry*&>(*index_.find(old->key())) = fresh;
+  Entry* old = *slot;
+  const_cast<Entry*&>(*slot) = fresh;
   const_cast<Entry*&>(*entries_.find(old->key())) = fresh;
   Count(old, -1);
   Count(fresh, +1);
@@ -106,8 +110,7 @@ const Entry* View::Find(std::string_view key) const {
 bool View::SetLazy(std::string_view key, uint64_t seq, LazyRef ref) {
   auto it = index_.find(key);
   if (it == index_.end() || (*it)->seq() != seq || (*it)->is_tombstone()) return false;
-  Entry* old = *it;
-  Substitute(old, Entry::NewLazy(seq, key, old->value_size(), ref));
+  Substitute(it, Entry::NewLazy(seq, key, (*it)->value_size(), ref));
   return true;
 }
 

@@ -90,8 +90,9 @@ class View {
 
  private:
   bool Replace(Entry* fresh);
-  // Puts `fresh` in the place of `old` (the same key) in both containers.
-  void Substitute(Entry* old, Entry* fresh);
+  // Puts `fresh` in the place of the entry at `slot` (the same key) in both
+  // containers, and frees that entry.
+  void Substitute(Index::iterator slot, Entry* fresh);
   // Takes the entry at `it` out of both containers and frees it; returns the
   // next position.
   Set::iterator Erase(Set::iterator it);
