@@ -33,10 +33,14 @@ cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=addres
   -DKV0_BUILD_TOOLS=OFF >/dev/null
 cmake --build build/asan -j2
 # Fewer kills in the crash test and fewer steps in the model test: every
-# process is slower under ASan.
+# process is slower under ASan. The fork tests run in the plain stage only:
+# GCC 12's ASan runtime does not hold its allocator's locks across fork(), so
+# a child forked while another thread allocates inherits a held lock and
+# hangs (seen: 2 children in 12, stuck in SizeClassAllocator64's
+# GetFromAllocator, with Lance linked statically or shared alike).
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0_CRASH_ROUNDS=40 \
   KV0_MODEL_STEPS=50000 \
-  ctest --test-dir build/asan --output-on-failure -j2
+  ctest --test-dir build/asan --output-on-failure -j2 -E '^ForkTest[.]'
 
 stage "concurrent C++ tests under the thread sanitizer"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=thread \
