@@ -13,7 +13,7 @@ log() { printf '\n== %s\n' "$*"; }
 packages=(
   build-essential cmake ninja-build pkg-config protobuf-compiler clang-format
   libabsl-dev libxxhash-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libbenchmark-dev librocksdb-dev mold
+  libbenchmark-dev librocksdb-dev mold ccache
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -32,6 +32,37 @@ if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust (rustup) first" >&2
   exit 1
 fi
+
+# --- The build, in the background ---------------------------------------------
+# Cargo's build of Lance is the longest step; it starts first, and the C++
+# objects compile beside it (the build's own cargo step then waits on cargo's
+# lock). None of it needs npm's or pip's downloads, which go on meanwhile.
+# Its output is printed when it ends.
+mkdir -p build
+build_log=build/setup-build.log
+log "building kv0 (build/) in the background"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+# In a session of its own, so that a failure of this script stops all of it.
+setsid bash -c 'set -e
+  cmake -P build/lance_c_cargo.cmake &
+  cargo=$!
+  cmake --build build -j2
+  wait "$cargo"' >"$build_log" 2>&1 &
+build_pid=$!
+trap 'kill -- -"$build_pid" 2>/dev/null || true' EXIT
+wait_for_build() {
+  local status=0
+  wait "$build_pid" || status=$?
+  trap - EXIT
+  log "building kv0 (build/): output"
+  cat "$build_log"
+  if ((status)); then
+    kill -- -"$build_pid" 2>/dev/null || true  # cargo, if it is still going
+    echo "the build failed (its output is above)" >&2
+    exit "$status"
+  fi
+}
+
 if ! command -v cbindgen >/dev/null; then
   log "installing cbindgen (checks the lance-c header)"
   cargo install --locked cbindgen --version 0.29.4
@@ -61,10 +92,7 @@ if [[ ! -f $stamp || "$(cat "$stamp")" != "${tools[*]}" ]]; then
   echo "${tools[*]}" > "$stamp"
 fi
 
-# --- The build (cargo runs inside it; its target directory is outside) ---------
-log "building kv0 (build/)"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j2
+wait_for_build
 
 log "installing the kv0 Python package into .venv"
 .venv/bin/python -m pip install -q --no-build-isolation .

@@ -5,21 +5,36 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each stage prints its name; at the end, the wall clock of each, so that a
-# slow stage shows in CI's log.
-stage_names=() stage_secs=() stage_start=$SECONDS
+# Each stage prints its name; at the end, the wall clock and the CPU time of
+# each, so that a slow stage shows in CI's log and so does one that waits
+# more than it computes (a candidate to run beside another).
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+# Sets cpu_total to the user + system seconds of this script's finished children.
+# `times` runs here, not in a $(...) subshell, which has no children yet.
+cpu_seconds() {
+  times >"$times_file"
+  cpu_total=$(awk 'NR == 2 { s = 0; for (i = 1; i <= NF; i++) { split($i, p, "m"); sub("s", "", p[2]); s += p[1] * 60 + p[2] }
+                       printf "%d\n", s }' "$times_file")
+}
+stage_names=() stage_secs=() stage_cpu=() stage_start=$SECONDS stage_cpu_start=0
+stage_end() {
+  cpu_seconds
+  stage_secs+=($((SECONDS - stage_start))) stage_cpu+=($((cpu_total - stage_cpu_start)))
+  stage_start=$SECONDS stage_cpu_start=$cpu_total
+}
 stage() {
-  if ((${#stage_names[@]})); then stage_secs+=($((SECONDS - stage_start))); fi
-  stage_names+=("$1") stage_start=$SECONDS
+  if ((${#stage_names[@]})); then stage_end; fi
+  stage_names+=("$1")
   printf '\n== %s\n' "$1"
 }
 summary() {
-  stage_secs+=($((SECONDS - stage_start)))
-  printf '\n== wall clock per stage\n'
+  stage_end
+  printf '\n== wall clock and CPU time (user + system) per stage\n'
   for i in "${!stage_names[@]}"; do
-    printf '%6d s  %s\n' "${stage_secs[$i]}" "${stage_names[$i]}"
+    printf '%6d s %6d s cpu  %s\n' "${stage_secs[$i]}" "${stage_cpu[$i]}" "${stage_names[$i]}"
   done
-  printf '%6d s  in all\n' "$SECONDS"
+  printf '%6d s %6d s cpu  in all\n' "$SECONDS" "$cpu_total"
 }
 
 stage "set-up (scripts/setup.sh)"

@@ -72,24 +72,16 @@ std::vector<std::optional<std::string>> DB::MultiGet(std::span<const std::string
 bool DB::KeyMayExist(std::string_view key) { return live().KeyMayExist(key); }
 
 DB::Probe DB::TryGet(std::string_view key, FoundFn fn, void* found) {
-  // A multi-get of one key; whether `fn` ran tells found from absent.
-  struct Relay {
-    FoundFn fn;
-    void* found;
-    bool called = false;
-  } relay{fn, found};
-  auto call = [](void* r, size_t i, std::string_view value) {
-    auto* self = static_cast<Relay*>(r);
-    self->called = true;
-    self->fn(self->found, i, value);
-  };
+  // A multi-get of one key; the count found tells found from absent.
   std::string_view keys[] = {key};
-  Probe probe = live().TryMultiGet(keys, call, &relay);
-  return probe == Probe::kFound && !relay.called ? Probe::kAbsent : probe;
+  size_t found_count = 0;
+  Probe probe = live().TryMultiGet(keys, fn, found, &found_count);
+  return probe == Probe::kFound && found_count == 0 ? Probe::kAbsent : probe;
 }
 
 DB::Probe DB::TryMultiGet(std::span<const std::string_view> keys, FoundFn fn, void* found) {
-  return live().TryMultiGet(keys, fn, found);
+  size_t found_count = 0;
+  return live().TryMultiGet(keys, fn, found, &found_count);
 }
 
 std::unique_ptr<Iterator> DB::NewIterator() {

@@ -104,8 +104,9 @@ class DB::Impl : public BackgroundClient,
   std::vector<std::optional<std::string>> MultiGet(std::span<const std::string_view> keys);
   bool KeyMayExist(std::string_view key);
   // DB::TryMultiGet (kv.h), which DB::TryGet also calls: kFound once every
-  // key was answered; never kAbsent.
-  DB::Probe TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn, void* found);
+  // key was answered, with *found_count the keys found; never kAbsent.
+  DB::Probe TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn, void* found,
+                        size_t* found_count);
   // Brings the view to the latest version. May wait for a flush in progress
   // (a reload must see every write not in storage).
   void Refresh();

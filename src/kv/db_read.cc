@@ -70,8 +70,8 @@ std::vector<std::optional<std::string>> DB::Impl::MultiGet(std::span<const std::
   return out;
 }
 
-DB::Probe DB::Impl::TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn,
-                                void* found) {
+DB::Probe DB::Impl::TryMultiGet(std::span<const std::string_view> keys, DB::FoundFn fn, void* found,
+                                size_t* found_count) {
   CheckOpen();
   MaybeRefresh();  // queues the refresh; never runs it here
   std::shared_lock lock(view_mu_, std::try_to_lock);
@@ -82,6 +82,7 @@ DB::Probe DB::Impl::TryMultiGet(std::span<const std::string_view> keys, DB::Foun
     if (e == nullptr || e->is_tombstone()) continue;
     if (e->is_lazy()) return DB::Probe::kWouldWait;
     fn(found, i, e->value());
+    ++*found_count;
   }
   return DB::Probe::kFound;
 }
