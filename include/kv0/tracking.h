@@ -196,6 +196,67 @@ struct TimeRange {
   int64_t stop_us = std::numeric_limits<int64_t>::max();
 };
 
+// --- Downsampled reads ------------------------------------------------------
+//
+// A chart shows a series of millions of points on a few thousand pixels. A
+// downsampled read cuts a window of the axis into buckets and reduces each
+// bucket to the points a line chart needs to look exactly like the full
+// series (first, last, minimum, maximum: "M4"), plus counts and timestamps.
+
+enum class Axis { kStep, kTime };
+
+struct DownsampleOptions {
+  // Buckets across the window; > 0. A read returns at most buckets + 1 per
+  // series (see Bucket for why one more).
+  int64_t buckets = 1000;
+  // The window [start, stop) on the axis: steps, or for kTime timestamps in
+  // microseconds since the Unix epoch. An unset end is the extreme point of
+  // all the series read, so that they share one axis.
+  std::optional<int64_t> start, stop;
+  Axis x = Axis::kStep;
+};
+
+// The points of one series with x in [start, stop).
+//
+// The edges lie on a grid: cells of DownsampledSeries::width (a power of two,
+// the smallest for which `buckets` cells cover the window), counted from 0
+// and clipped to the window, so the first and last buckets may be narrower
+// and there may be one more than asked for. Steps are the latest write of
+// each step, as in every read.
+//
+// Non-finite values (NaN, infinities) are counted in count and non_finite
+// and may be first or last; min and max consider finite values only, so a
+// NaN never hides a spike nor turns a minimum into NaN. A bucket with no
+// finite value has min and max NaN, and min_step and max_step equal to
+// first_step.
+struct Bucket {
+  int64_t start = 0, stop = 0;
+  uint64_t count = 0;
+  uint64_t non_finite = 0;
+  // The points with the smallest and the greatest x (for kTime, ties go to
+  // the smaller step for first and to the greater for last).
+  int64_t first_step = 0;
+  double first = 0;
+  int64_t last_step = 0;
+  double last = 0;
+  // The extreme finite values; ties go to the smaller step.
+  double min = 0;
+  int64_t min_step = 0;
+  double max = 0;
+  int64_t max_step = 0;
+  // The oldest and newest timestamps of the bucket's points.
+  int64_t first_timestamp_us = 0, last_timestamp_us = 0;
+};
+
+struct DownsampledSeries {
+  int64_t width = 0;  // the grid's cell width on the axis
+  // A series with at most 2 x buckets points in the window is returned as
+  // its points, each a bucket [x, x + 1) of its own, since they are no more
+  // than its buckets would be: raw says so.
+  bool raw = false;
+  std::vector<Bucket> buckets;  // by start (raw: by x, then step); no empty ones
+};
+
 // One version per table, in the order runs, params, series, metrics.
 struct TableVersions {
   uint64_t runs = 0, params = 0, series = 0, metrics = 0;
@@ -380,6 +441,24 @@ class Repo {
   // set) and owned by the caller; it stays readable after the Repo is closed.
   void ReadManyStream(std::span<const uint64_t> ids, StepRange range, ArrowArrayStream* out);
   void ReadManyInStream(std::span<const uint64_t> ids, TimeRange range, ArrowArrayStream* out);
+  // Each series in ids in buckets (see Bucket and DownsampleOptions). A
+  // series with no point in the window has no buckets (and raw set). Throws
+  // InvalidArgument, reading nothing, for buckets <= 0, start > stop, or an
+  // id no series has: the series of a deleted run are absent while the
+  // delete removes their rows, and unknown once it has. The points are read
+  // (one pass; with kTime and an end unset, two): a read costs the points in
+  // the window.
+  std::map<uint64_t, DownsampledSeries> ReadDownsampled(std::span<const uint64_t> ids,
+                                                        const DownsampleOptions& options = {});
+  // The same as an Arrow stream, a batch per series in the order of ids,
+  // with columns series_id (uint64), raw (bool), width, start, stop (int64),
+  // count, non_finite (uint64), first_step (int64), first (float64),
+  // last_step (int64), last, min (float64), min_step (int64), max (float64),
+  // max_step (int64), first_timestamp, last_timestamp (timestamp[us, UTC]).
+  // min, max, min_step and max_step are null in a bucket with no finite
+  // value. Ownership as for ReadManyStream.
+  void ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
+                             ArrowArrayStream* out);
 
   // The newest version of each table in storage, found without scanning:
   // a tracker compares them to skip a refresh when nothing changed.

@@ -114,7 +114,8 @@ class Repo(_native._Repo):
 
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
-    series_stats, read_many, read_many_in, latest_versions, versions.
+    series_stats, read_many, read_many_in, read_downsampled,
+    latest_versions, versions.
     Records tables: append_records, records, records_arrow,
     records_version, record_tables, create_records_tag,
     delete_records_tag, records_tags, has_legacy_records.
@@ -166,6 +167,41 @@ class Repo(_native._Repo):
         )
         self._opened = True
         _open_repos.add(self)
+
+    def read_downsampled(
+        self,
+        series_ids: Any,
+        buckets: int = 1000,
+        start: Any = None,
+        stop: Any = None,
+        x: str = "step",
+    ) -> Any:
+        """Each series in buckets for a chart, as a pyarrow.Table with a row
+        per series and bucket (needs pyarrow).
+
+        The window is start <= x < stop, x being "step" or "time" (then
+        start and stop are datetimes, naive = UTC, or ints of microseconds);
+        an end left None is the extreme point of all the series read. Bucket
+        edges (columns start, stop) lie on cells of one power-of-two width
+        (column width) counted from 0 and clipped to the window, so up to
+        buckets + 1 rows per series; buckets with no point are absent. Per
+        bucket: count, non_finite, first_step/first and last_step/last (the
+        points of smallest and greatest x), min/min_step and max/max_step
+        (finite values only: NaN and infinities are counted, never a min or
+        max; null when a bucket has no finite value), first_timestamp and
+        last_timestamp. A series with at most 2 x buckets points in the
+        window comes as its points, one row each, with raw true.
+
+        Raises kv0.errors.InvalidArgument, reading nothing, for buckets < 1,
+        start > stop, an x other than "step" or "time", or an id no series
+        has.
+
+            table = repo.read_downsampled([series_id], buckets=800)
+            lows, highs = table["min"], table["max"]
+        """
+        import pyarrow
+
+        return pyarrow.table(self._read_downsampled(series_ids, buckets, start, stop, x))
 
     def close(self) -> None:
         """Commits everything buffered and closes the handle; later calls

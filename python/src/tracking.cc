@@ -867,6 +867,36 @@ void BindTracking(nb::module_& m) {
           "start_time <= timestamp < stop_time (datetimes, naive = UTC, or ints of "
           "microseconds since the Unix epoch).")
       .def(
+          "_read_downsampled",
+          [](PyRepo& self, nb::handle ids, int64_t buckets, nb::handle start, nb::handle stop,
+             const std::string& x) {
+            std::vector<uint64_t> v = Ids(ids);
+            tr::DownsampleOptions options;
+            options.buckets = buckets;
+            if (x == "step") {
+              options.x = tr::Axis::kStep;
+              if (!start.is_none()) options.start = nb::cast<int64_t>(start);
+              if (!stop.is_none()) options.stop = nb::cast<int64_t>(stop);
+            } else if (x == "time") {
+              options.x = tr::Axis::kTime;
+              options.start = OptionalMicros(start, "start");
+              options.stop = OptionalMicros(stop, "stop");
+            } else {
+              throw Error(Code::kInvalidArgument,
+                          "x must be \"step\" or \"time\", not \"" + x + "\"");
+            }
+            arrow::OwnedStream stream;
+            {
+              nb::gil_scoped_release release;
+              self.repo().ReadDownsampledStream(v, options, stream.get());
+            }
+            return ExportStream(std::move(stream));
+          },
+          "ids"_a, "buckets"_a, "start"_a.none(), "stop"_a.none(), "x"_a,
+          nb::sig("def _read_downsampled(self, ids: collections.abc.Iterable[int], buckets: int, "
+                  "start: object, stop: object, x: str) -> kv0._kv0.ArrowStream"),
+          "The stream behind Repo.read_downsampled.")
+      .def(
           "latest_versions",
           [](PyRepo& self) {
             tr::TableVersions v;

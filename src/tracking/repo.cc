@@ -211,6 +211,16 @@ void Repo::ReadManyInStream(std::span<const uint64_t> ids, TimeRange range, Arro
   live().ReadStream(ids, StepRange{}, range, out);
 }
 
+std::map<uint64_t, DownsampledSeries> Repo::ReadDownsampled(std::span<const uint64_t> ids,
+                                                            const DownsampleOptions& options) {
+  return live().ReadDownsampled(ids, options);
+}
+
+void Repo::ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
+                                 ArrowArrayStream* out) {
+  live().ReadDownsampledStream(ids, options, out);
+}
+
 TableVersions Repo::LatestVersions() {
   live().CheckOpen();
   auto& t = live().tables_;

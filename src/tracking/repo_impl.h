@@ -163,6 +163,14 @@ struct RepoImpl : public BackgroundClient,
   // Flushes, then moves the table to its latest version; returns it.
   lance::Dataset& Latest(int table);
 
+  // downsample.cc
+  std::map<uint64_t, DownsampledSeries> ReadDownsampled(std::span<const uint64_t> ids,
+                                                        const DownsampleOptions& options);
+  void ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
+                             ArrowArrayStream* out);
+  // Throws InvalidArgument naming the first id in ids that no series has.
+  void CheckSeriesExist(std::span<const uint64_t> ids);
+
   // delete.cc
   void DeleteRuns(std::span<const std::string> run_ids);
   // Reads tombstones from the runs fragments not read before; unless force,

@@ -240,6 +240,19 @@ def test_iterator_of_a_closed_db_raises(tmp_path, opts):
         db.iterkeys()
 
 
+def test_iterators_made_without_init_raise_instead_of_ending(db):
+    # __new__ alone leaves no native iterator behind the object: moving it
+    # must say so, not look like an empty database.
+    db.put(b"k", b"v")
+    forward = type(db.iterkeys())
+    backward = type(reversed(db.iterkeys()))
+    for cls in (forward, backward):
+        it = cls.__new__(cls)
+        with pytest.raises(TypeError, match="not initialised"):
+            next(it)
+    assert db.get(b"k") == b"v"
+
+
 def test_readers_and_writers_in_threads(tmp_path, opts):
     db = kv0.DB(str(tmp_path / "t"), lazy_value_threshold=32, write_buffer_size=64 << 10,
                 **opts)

@@ -237,6 +237,41 @@ def test_series_ids_are_stable_and_distinct():
         series_id("r", "loss", [1])
 
 
+def test_read_downsampled_as_a_table(repo):
+    run = repo.create_run("r")
+    for step in range(10_000):
+        value = 1e9 if step == 6_543 else math.nan if step == 100 else math.sin(step / 100)
+        run.track(value, "loss", step=step, timestamp=T0 + step)
+    run.track(5.0, "eval", step=0)
+    loss, ev = series_id("r", "loss"), series_id("r", "eval")
+
+    table = repo.read_downsampled([loss, ev], buckets=100)
+    assert table.schema.field("first_timestamp").type == pa.timestamp("us", tz="UTC")
+    rows = table.to_pylist()
+    buckets = [r for r in rows if r["series_id"] == loss]
+    # 10,000 steps in 100 buckets: cells of 128 steps, counted from 0.
+    assert all(not r["raw"] and r["width"] == 128 for r in buckets)
+    assert [(r["start"], r["stop"]) for r in buckets[:2]] == [(0, 128), (128, 256)]
+    assert buckets[-1]["stop"] == 10_000
+    assert sum(r["count"] for r in buckets) == 10_000
+    assert sum(r["non_finite"] for r in buckets) == 1
+    assert max(r["max"] for r in buckets) == 1e9  # the spike survives
+    assert all(not math.isnan(r["min"]) for r in buckets)  # and NaN hides nothing
+    # A series of one point comes as that point.
+    assert [(r["raw"], r["start"], r["first"]) for r in rows if r["series_id"] == ev] == [
+        (True, 0, 5.0)]
+
+    by_time = repo.read_downsampled([loss], buckets=10, x="time", start=T0 + 5_000)
+    assert by_time["start"][0].as_py() == T0 + 5_000
+    assert sum(by_time["count"].to_pylist()) == 10_000 - 5_000
+
+    for bad in (dict(buckets=0), dict(x="epoch"), dict(start=5, stop=4)):
+        with pytest.raises(errors.InvalidArgument):
+            repo.read_downsampled([loss], **bad)
+    with pytest.raises(errors.InvalidArgument, match="no series"):
+        repo.read_downsampled([loss, 42])
+
+
 def test_read_many_through_pyarrow(repo):
     run = repo.create_run("r")
     for step in (5, 1, 3, 0, 2, 4):
