@@ -1,16 +1,65 @@
 #include "bench/bench_util.h"
 
+#include <spawn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 #include "kv0/error.h"
 
+extern char** environ;
+
 namespace kv0::bench {
 
 namespace fs = std::filesystem;
+
+std::string RunSelf(const std::vector<std::string>& arguments) {
+  std::string exe = fs::read_symlink("/proc/self/exe").string();
+  std::vector<std::string> args = {exe};
+  args.insert(args.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  int fds[2];
+  if (pipe(fds) != 0) throw Error(Code::kIOError, "pipe failed");
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, fds[0]);
+  posix_spawn_file_actions_addclose(&actions, fds[1]);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    throw Error(Code::kIOError, "cannot start " + exe + ": " + std::strerror(rc));
+  }
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::string what;
+    for (const auto& a : arguments) what += " " + a;
+    throw Error(Code::kIOError, "the child process (" + what.substr(1) + ") failed (status " +
+                                    std::to_string(status) + "): " + out);
+  }
+  return out;
+}
 
 std::string WithCommas(double value) {
   auto v = static_cast<long long>(value + 0.5);

@@ -1,5 +1,5 @@
-// Small pieces both benchmarks use: number formatting, medians, the report's
-// timestamp and the scratch directory.
+// Small pieces the benchmarks share: a child process, number formatting,
+// medians, the report's timestamp and the scratch directory.
 #pragma once
 
 #include <filesystem>
@@ -7,6 +7,11 @@
 #include <vector>
 
 namespace kv0::bench {
+
+// Runs this executable with `arguments` in a new process, so that nothing
+// this one cached helps it, and returns what it printed on stdout. Throws
+// IOError if it cannot start or does not exit with 0.
+std::string RunSelf(const std::vector<std::string>& arguments);
 
 // 1234567.4 -> "1,234,567" (rounded to a whole number).
 std::string WithCommas(double value);

@@ -32,11 +32,6 @@
 
 #include "tracking_bench.h"
 
-#include <spawn.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -57,8 +52,6 @@
 #include "bench/bench_util.h"
 #include "kv0/error.h"
 #include "kv0/tracking.h"
-
-extern char** environ;
 
 namespace kv0::bench {
 namespace {
@@ -267,42 +260,7 @@ std::vector<double> RangeReads(Repo& repo, uint64_t series_id, int64_t series_st
 
 // Runs `bench tracking-refresh` in a new process and returns what it printed.
 json SpawnRefresh(const std::string& uri, const std::string& wal_dir) {
-  std::string exe = fs::read_symlink("/proc/self/exe").string();
-  std::vector<std::string> args = {exe, "bench", "tracking-refresh", uri, "--dir", wal_dir};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
-  int fds[2];
-  if (pipe(fds) != 0) throw Error(Code::kIOError, "pipe failed");
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&actions, fds[0]);
-  posix_spawn_file_actions_addclose(&actions, fds[1]);
-  pid_t pid = 0;
-  int rc = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (rc != 0) {
-    close(fds[0]);
-    throw Error(Code::kIOError, "cannot start " + exe + ": " + std::strerror(rc));
-  }
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = read(fds[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    throw Error(Code::kIOError,
-                "the reader process failed (status " + std::to_string(status) + "): " + out);
-  }
-  return json::parse(out);
+  return json::parse(RunSelf({"bench", "tracking-refresh", uri, "--dir", wal_dir}));
 }
 
 void CheckRefresh(const json& r, uint64_t runs, uint64_t series, Report& report,

@@ -2,24 +2,31 @@
 // Keys and values are UTF-8 text, or hex when written 0x...; output shows
 // bytes that are not printable text as 0x-prefixed hex.
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bench/kv_bench.h"
+#include "bench/search_bench.h"
 #include "bench/tracking_bench.h"
 #include "kv0/error.h"
 #include "kv0/kv.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
+#include "tools/chart_svg.h"
 #include "tools/stress.h"
 #include "tracking/params.h"
 
@@ -44,6 +51,10 @@ const char kUsage[] =
     "\n"
     "experiment-tracking repositories (REPO is a path or URI):\n"
     "  runs REPO             list the runs\n"
+    "  runs REPO [--where FILTER] [--order-by TERMS] [--limit N] [--page-token T]\n"
+    "                        search runs: FILTER and TERMS in the language of\n"
+    "                        docs/tracking.md, e.g. --where \"params.lr < 0.01\"\n"
+    "                        --order-by \"metrics.acc DESC\" (N: 100)\n"
     "  run REPO RUN_ID       print a run's record\n"
     "  params REPO RUN_ID    print a run's parameters (dotted keys; nested with --json)\n"
     "  metrics REPO RUN_ID [NAME] [--steps A:B]\n"
@@ -51,6 +62,9 @@ const char kUsage[] =
     "                        with NAME: the points of that series (every context)\n"
     "                        with a step in [A, B) (A or B may be left out)\n"
     "  optimize REPO         fold runs, sort the metrics, update the index\n"
+    "  plot REPO RUN METRIC... [--runs R2,R3] [--start A] [--stop B] [--buckets N]\n"
+    "       --out FILE       draw the metrics of the runs (every context) as an SVG\n"
+    "                        line chart, exact min/max per pixel (N: 800)\n"
     "\n"
     "both:\n"
     "  purge REPO|DB [--force]\n"
@@ -62,6 +76,8 @@ const char kUsage[] =
     "                        kv0 against RocksDB, db_bench style (N: 1000000)\n"
     "  bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
     "                        the tracking layer at scale (runs: 2000, points: 5000000)\n"
+    "  bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]\n"
+    "                        run search beside the brute-force path (runs: 100000)\n"
     "  stress [--dir DIR] [--duration S] [--threads N] [--seed N] [--faults]\n"
     "                        random operations on both layers in a child that is\n"
     "                        killed at random; every acknowledged write is checked\n"
@@ -75,7 +91,8 @@ const char kUsage[] =
 struct Args {
   std::vector<std::string> positional;
   kv0::lance::StorageOptions storage;
-  // --start, --end, --limit, --reverse; --steps, --json, --wal-sync; bench:
+  // --start, --end, --limit, --reverse; --steps, --json, --wal-sync; runs:
+  // --where, --order-by, --page-token; bench:
   // --keys, --wal-keys, --runs, --points, --json FILE, --dir
   std::map<std::string, std::string> flags;
 
@@ -99,7 +116,9 @@ Args Parse(int argc, char** argv) {
       args.storage[kv.substr(0, eq)] = kv.substr(eq + 1);
     } else if (arg == "--start" || arg == "--end" || arg == "--limit" || arg == "--keys" ||
                arg == "--wal-keys" || arg == "--runs" || arg == "--points" || arg == "--dir" ||
-               arg == "--steps" || arg == "--wal-sync" || (arg == "--json" && bench)) {
+               arg == "--repeat" || arg == "--stop" || arg == "--out" || arg == "--buckets" ||
+               arg == "--steps" || arg == "--wal-sync" || arg == "--where" || arg == "--order-by" ||
+               arg == "--page-token" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
     } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
@@ -297,8 +316,95 @@ tracking::RunInfo GetRunOrThrow(tracking::Repo& repo, const std::string& run_id)
   return *info;
 }
 
+uint64_t CountFlag(const Args& args, const std::string& name, uint64_t fallback);
+
+// The terms of an order-by text, split at commas outside quotes and
+// brackets, without their ASC or DESC.
+std::vector<std::string> OrderTerms(const std::string& order_by) {
+  std::vector<std::string> out(1);
+  int depth = 0;
+  char quote = 0;
+  for (char c : order_by) {
+    if (quote) {
+      quote = c == quote ? 0 : quote;
+    } else if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      out.emplace_back();
+      continue;
+    }
+    out.back() += c;
+  }
+  for (auto& term : out) {
+    while (!term.empty() && std::isspace(static_cast<unsigned char>(term.back()))) term.pop_back();
+    for (const char* suffix : {" DESC", " desc", " ASC", " asc"}) {
+      if (term.ends_with(suffix)) term.resize(term.size() - std::strlen(suffix));
+    }
+  }
+  return out;
+}
+
+// kv0 runs REPO --where ... --order-by ... --limit N: a page of a run search,
+// with a column for each parameter or metric the order names.
+int SearchRuns(const Args& args) {
+  tracking::RunQuery query;
+  if (args.Has("--where")) query.filter = args.flags.at("--where");
+  if (args.Has("--order-by")) query.order_by = {args.flags.at("--order-by")};
+  query.limit = CountFlag(args, "--limit", 100);
+  if (args.Has("--page-token")) query.page_token = args.flags.at("--page-token");
+  if (!args.Has("--json")) {
+    query.columns.emplace();
+    if (args.Has("--order-by")) {
+      for (const auto& term : OrderTerms(args.flags.at("--order-by"))) {
+        if (term.find("params") != std::string::npos || term.find("metric") != std::string::npos) {
+          query.columns->push_back(term);
+        }
+      }
+    }
+  }
+  auto repo = OpenRepo(args, true);
+  tracking::RunPage page = repo.SearchRuns(query);
+  if (args.Has("--json")) {
+    json out = {{"runs", page.runs},
+                {"columns", page.columns},
+                {"values", page.values},
+                {"matched", page.matched},
+                {"next_page_token", page.next_page_token}};
+    PrintJson(out);
+    return 0;
+  }
+  std::printf("%-32s  %-20s  %-9s  %-19s", "run_id", "name", "status", "created (UTC)");
+  for (const auto& c : page.columns) std::printf("  %s", c.c_str());
+  std::printf("\n");
+  for (size_t i = 0; i < page.runs.size(); ++i) {
+    const auto& r = page.runs[i];
+    std::printf("%-32s  %-20s  %-9s  %-19s", r.run_id.c_str(), OrDash(r.name).c_str(),
+                r.status.c_str(), Time(r.created_at_us).c_str());
+    for (const auto& v : page.values[i]) {
+      std::printf("  %s", v.is_null()     ? "-"
+                          : v.is_number() ? Number(v.get<double>()).c_str()
+                                          : Text(v).c_str());
+    }
+    std::printf("\n");
+  }
+  std::printf("%zu of %llu matching runs\n", page.runs.size(),
+              static_cast<unsigned long long>(page.matched));
+  if (!page.next_page_token.empty()) {
+    std::printf("next page: --page-token %s\n", page.next_page_token.c_str());
+  }
+  return 0;
+}
+
 int Runs(const Args& args) {
-  Need(args, 2, "runs REPO [--json]");
+  Need(args, 2, "runs REPO [--where FILTER] [--order-by TERMS] [--limit N] [--json]");
+  if (args.Has("--where") || args.Has("--order-by") || args.Has("--limit") ||
+      args.Has("--page-token")) {
+    return SearchRuns(args);
+  }
   auto repo = OpenRepo(args, true);
   auto runs = repo.Runs();
   if (args.Has("--json")) {
@@ -313,6 +419,65 @@ int Runs(const Args& args) {
                 OrDash(r.name).c_str(), OrDash(r.experiment).c_str(), r.status.c_str(),
                 Time(r.created_at_us).c_str(), ended.c_str(), OrDash(r.kind).c_str());
   }
+  return 0;
+}
+
+// kv0 plot REPO RUN METRIC... [--runs R2,R3] [--start A] [--stop B]
+// [--buckets N] --out FILE: every series of those metrics (any context) of
+// those runs, downsampled, drawn as an SVG line chart.
+int Plot(const Args& args) {
+  const char* usage =
+      "plot REPO RUN METRIC [METRIC...] [--runs R2,R3] [--start A] [--stop B] [--buckets N] "
+      "--out FILE";
+  Need(args, 4, usage);
+  if (!args.Has("--out")) throw kv0::Error(kv0::Code::kInvalidArgument, usage);
+  std::vector<std::string> run_ids = {args.positional[2]};
+  if (args.Has("--runs")) {
+    std::stringstream more(args.flags.at("--runs"));
+    for (std::string id; std::getline(more, id, ',');) {
+      if (!id.empty()) run_ids.push_back(id);
+    }
+  }
+  std::set<std::string> metrics(args.positional.begin() + 3, args.positional.end());
+  auto repo = OpenRepo(args, true);
+  tracking::DownsampleOptions options;
+  options.buckets = static_cast<int64_t>(CountFlag(args, "--buckets", 800));
+  auto step = [&](const char* flag) -> std::optional<int64_t> {
+    if (!args.Has(flag)) return std::nullopt;
+    try {
+      return std::stoll(args.flags.at(flag));
+    } catch (const std::exception&) {
+      throw kv0::Error(kv0::Code::kInvalidArgument,
+                       std::string(flag) + " needs a step, got " + args.flags.at(flag));
+    }
+  };
+  options.start = step("--start");
+  options.stop = step("--stop");
+
+  kv0::tools::Chart chart;
+  std::map<std::string, uint64_t> by_label;  // the legend in a stable order
+  for (const auto& run_id : run_ids) {
+    tracking::RunInfo run = GetRunOrThrow(repo, run_id);
+    for (const auto& s : repo.Series(run_id)) {
+      if (!metrics.count(s.name)) continue;
+      by_label.emplace((run.name ? *run.name : run_id) + " / " + s.name +
+                           (s.context.empty() ? "" : " " + s.context.dump()),
+                       s.series_id);
+    }
+  }
+  if (by_label.empty()) throw kv0::Error(kv0::Code::kNotFound, "no such metric in those runs");
+  std::vector<uint64_t> ids;
+  for (const auto& [label, id] : by_label) ids.push_back(id);
+  auto series = repo.ReadDownsampled(ids, options);
+  for (const auto& [label, id] : by_label) chart.lines.push_back({label, series[id].buckets});
+  for (const auto& m : metrics) chart.title += (chart.title.empty() ? "" : ", ") + m;
+  chart.y_label = chart.title;
+  std::ofstream out(args.flags.at("--out"), std::ios::binary);
+  out << kv0::tools::RenderSvg(chart);
+  if (!out.flush()) {
+    throw kv0::Error(kv0::Code::kIOError, "cannot write " + args.flags.at("--out"));
+  }
+  std::printf("wrote %s: %zu series\n", args.flags.at("--out").c_str(), chart.lines.size());
   return 0;
 }
 
@@ -534,6 +699,7 @@ int TrackingCommand(const std::string& command, const Args& args) {
   if (command == "params") return Params(args);
   if (command == "metrics") return Metrics(args);
   if (command == "optimize") return Optimize(args);
+  if (command == "plot") return Plot(args);
   return -1;
 }
 
@@ -555,7 +721,8 @@ uint64_t CountFlag(const Args& args, const std::string& name, uint64_t fallback)
 int Bench(const Args& args) {
   const char* usage =
       "usage: kv0 bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
-      "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]";
+      "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
+      "       kv0 bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]";
   std::string which = args.positional.size() >= 2 ? args.positional[1] : "";
   if (which == "tracking" && args.positional.size() == 2) {
     kv0::bench::TrackingBenchArgs bench;
@@ -564,6 +731,20 @@ int Bench(const Args& args) {
     if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
     if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
     return kv0::bench::RunTrackingBench(bench);
+  }
+  if (which == "search" && args.positional.size() == 2) {
+    kv0::bench::SearchBenchArgs bench;
+    bench.runs = CountFlag(args, "--runs", bench.runs);
+    bench.repeat = CountFlag(args, "--repeat", bench.repeat);
+    if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
+    if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
+    return kv0::bench::RunSearchBench(bench);
+  }
+  if (which == "search-query" && args.positional.size() == 4) {
+    // Internal: the search benchmark's new-process reader (REPO QUERY).
+    auto it = args.flags.find("--dir");
+    return kv0::bench::RunSearchQuery(args.positional[2], it == args.flags.end() ? "" : it->second,
+                                      std::stoi(args.positional[3]));
   }
   if (which == "tracking-refresh" && args.positional.size() == 3) {
     // Internal: the tracking benchmark's reader process.

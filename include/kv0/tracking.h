@@ -257,6 +257,63 @@ struct DownsampledSeries {
   std::vector<Bucket> buckets;  // by start (raw: by x, then step); no empty ones
 };
 
+// --- Run search ---------------------------------------------------------------
+//
+// Which runs a runs page shows, chosen in storage. The language is written
+// out with examples in docs/tracking.md; in short:
+//
+//   filter    a condition on runs: comparisons joined by AND, OR, NOT and
+//             parentheses; "" matches every run.
+//   terms     params.<dotted key>, metrics.<name>[.<stat>],
+//             metrics['<name>', {<context>}][.<stat>] and the attributes
+//             run_id, name, experiment, description, status, kind, archived,
+//             created_at, updated_at, ended_at (optionally "attributes.").
+//             Stats: last (the default), min, max, count, first_step,
+//             last_step, min_step, max_step, non_finite. metrics.<name> is
+//             the series with the empty context. Backquotes quote a name.
+//   compare   = != < <= > >= LIKE ILIKE [NOT] IN (...) IS [NOT] NULL, against
+//             'text', numbers, true and false; times in microseconds.
+//
+// Values are typed: a comparison holds only if the term has a value of the
+// literal's type (a number for a number, text for 'text', a flag for true or
+// false). A missing parameter or metric, a value of another type, a
+// parameter that is null, a list or an object, and a NaN statistic make
+// every comparison false, so NOT of such a comparison is true; IS NULL is
+// true exactly for them. Ordering puts numbers, then text, then flags, then
+// missing values (NaN included) last whatever the direction; run_id
+// ascending breaks every tie, so pages never repeat or skip a run.
+struct RunQuery {
+  std::string filter;
+  // Each entry one term or several separated by commas, each optionally
+  // followed by ASC (the default) or DESC. Empty: newest created_at first.
+  std::vector<std::string> order_by;
+  size_t limit = 100;      // runs per page, >= 1
+  std::string page_token;  // from the previous page of the same query; "" for the first
+  // Param and metric terms to return for each run of the page. Unset: every
+  // parameter of the page's runs and the last value of each of their series
+  // (by the column names of RunPage).
+  std::optional<std::vector<std::string>> columns;
+};
+
+struct RunPage {
+  std::vector<RunInfo> runs;  // in the query's order
+  // "params.<key>", or "metrics.<name>.<stat>" with the context as compact
+  // JSON after the name when it is not empty (metrics.loss{"subset":"val"}.min).
+  std::vector<std::string> columns;
+  // values[i][c]: column c of runs[i]; null when the run has no value.
+  std::vector<std::vector<nlohmann::json>> values;
+  uint64_t matched = 0;         // runs the filter matches, over all pages
+  std::string next_page_token;  // "" after the last page
+};
+
+// The page as an Arrow stream of one batch: run_id, name, experiment,
+// description, status, kind (utf8), archived (bool), tags (list<utf8>),
+// created_at, updated_at, ended_at (timestamp[us, UTC]), target (utf8, JSON),
+// then a column per RunPage column: parameters as utf8 (strings as they are,
+// other values as JSON text), metric values as float64 and steps and counts
+// as int64. *out is released first if set; the caller owns it.
+void RunPageToArrow(const RunPage& page, ArrowArrayStream* out);
+
 // One version per table, in the order runs, params, series, metrics.
 struct TableVersions {
   uint64_t runs = 0, params = 0, series = 0, metrics = 0;
@@ -459,6 +516,15 @@ class Repo {
   // value. Ownership as for ReadManyStream.
   void ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
                              ArrowArrayStream* out);
+
+  // The runs query selects, in its order, a page at a time (see RunQuery).
+  // Reads the runs table whole, and for each parameter or metric the query
+  // names one scan of its rows (params.key, or the statistics of the named
+  // series); the columns of the page's runs only. Throws InvalidArgument,
+  // reading nothing, for a malformed filter, order_by or column (naming the
+  // position and what was expected), an unknown attribute, a limit of 0 or a
+  // page token of another query.
+  RunPage SearchRuns(const RunQuery& query);
 
   // The newest version of each table in storage, found without scanning:
   // a tracker compares them to skip a refresh when nothing changed.

@@ -60,14 +60,24 @@ from __future__ import annotations
 import atexit
 import os
 import weakref
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, NamedTuple, Optional, Sequence, Union
 
 from kv0._kv0 import tracking as _native
 
 Run = _native.Run
 series_id = _native.series_id
 
-__all__ = ["Repo", "Run", "series_id"]
+__all__ = ["Repo", "Run", "RunPage", "series_id"]
+
+
+class RunPage(NamedTuple):
+    """One page of Repo.search_runs: the runs (a pyarrow.Table), how many
+    runs the filter matches over all pages, and the token of the next page
+    (None after the last)."""
+
+    runs: Any
+    matched: int
+    next_page_token: Optional[str]
 
 _open_repos: "weakref.WeakSet[Repo]" = weakref.WeakSet()
 
@@ -115,7 +125,7 @@ class Repo(_native._Repo):
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
     series_stats, read_many, read_many_in, read_downsampled,
-    latest_versions, versions.
+    search_runs, latest_versions, versions.
     Records tables: append_records, records, records_arrow,
     records_version, record_tables, create_records_tag,
     delete_records_tag, records_tags, has_legacy_records.
@@ -202,6 +212,60 @@ class Repo(_native._Repo):
         import pyarrow
 
         return pyarrow.table(self._read_downsampled(series_ids, buckets, start, stop, x))
+
+    def search_runs(
+        self,
+        filter: str = "",
+        order_by: Union[str, Sequence[str], None] = None,
+        limit: int = 100,
+        page_token: Optional[str] = None,
+        columns: Optional[Sequence[str]] = None,
+    ) -> RunPage:
+        """The runs a filter selects, sorted and a page at a time, chosen in
+        storage (needs pyarrow). Returns RunPage(runs, matched,
+        next_page_token); pass the token back, with the same filter and
+        order, for the next page.
+
+        filter: comparisons of params.<key>, metrics.<name>[.<stat>] (stat:
+        last, the default, min, max, count, first_step, last_step, min_step,
+        max_step, non_finite), metrics['<name>', {<context>}][.<stat>] and
+        the attributes run_id, name, experiment, description, status, kind,
+        archived, created_at, updated_at, ended_at (times in microseconds),
+        with = != < <= > >= LIKE ILIKE [NOT] IN (...) IS [NOT] NULL, joined
+        by AND, OR, NOT and parentheses; backquotes quote a name. A missing
+        value, or one of another type than the literal, makes a comparison
+        false. order_by: terms, each with ASC or DESC (default: newest
+        created_at first); missing values sort last; run_id breaks ties.
+        columns: params and metrics terms to return (default: every
+        parameter and the last value of every series of the page's runs).
+        docs/tracking.md has the whole language.
+
+        The table has the run columns (run_id, name, experiment,
+        description, status, kind, archived, tags, created_at, updated_at,
+        ended_at, target), then params.<key> (text: strings as they are,
+        other values as JSON) and metrics.<name>.<stat> (float64 values,
+        int64 steps and counts).
+
+        Raises kv0.errors.InvalidArgument, reading nothing, for a malformed
+        filter or order (naming the position and what was expected there),
+        an unknown attribute, limit < 1 or a token of another query.
+
+            page = repo.search_runs("params.lr < 0.01 AND metrics.loss.min < 0.3",
+                                    order_by=["metrics.acc DESC"], limit=50)
+            page.runs.to_pandas()
+        """
+        import pyarrow
+
+        if isinstance(order_by, str):
+            order_by = [order_by]
+        stream, matched, token = self._search_runs(
+            filter,
+            list(order_by or []),
+            limit,
+            page_token,
+            None if columns is None else list(columns),
+        )
+        return RunPage(pyarrow.table(stream), matched, token)
 
     def close(self) -> None:
         """Commits everything buffered and closes the handle; later calls

@@ -49,14 +49,13 @@
 
 #include "arrow_capsule.h"
 #include "json_convert.h"
+#include "tracking_handles.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace kv0::python {
 namespace {
-
-namespace tr = kv0::tracking;
 
 // --- Arguments --------------------------------------------------------------
 
@@ -427,58 +426,6 @@ nb::tuple VersionsToTuple(const tr::TableVersions& v) {
   return nb::make_tuple(v.runs, v.params, v.series, v.metrics);
 }
 
-// --- Handles ----------------------------------------------------------------
-
-// The native repository handle.
-class PyRepo {
- public:
-  explicit PyRepo(tr::Repo repo) : repo_(std::move(repo)), uri_(repo_->uri()) {}
-  ~PyRepo() {
-    // ~Repo flushes, which waits on Lance: not with the GIL (see the top).
-    nb::gil_scoped_release release;
-    repo_.reset();
-  }
-  PyRepo(const PyRepo&) = delete;
-  PyRepo& operator=(const PyRepo&) = delete;
-
-  // After close() kv0 itself answers every call with NotSupported.
-  tr::Repo& repo() { return *repo_; }
-  const std::string& uri() const { return uri_; }
-
-  // Idempotent; the flag is only touched with the GIL held.
-  void Close() {
-    if (closed_) return;
-    {
-      nb::gil_scoped_release release;
-      repo_->Close();
-    }
-    closed_ = true;
-  }
-  bool closed() const { return closed_; }
-
- private:
-  std::optional<tr::Repo> repo_;
-  std::string uri_;
-  bool closed_ = false;
-};
-
-// The native run handle; Python's Run is this class.
-struct PyRun {
-  explicit PyRun(tr::Run r) : run(std::move(r)) {}
-  ~PyRun() {
-    // Dropping the last reference to the repository would close it.
-    nb::gil_scoped_release release;
-    run.reset();
-  }
-  PyRun(PyRun&&) = default;
-  PyRun(const PyRun&) = delete;
-
-  std::optional<tr::Run> run;
-  // finish() was called through this handle: leaving a with block then
-  // keeps the status it set.
-  bool finished = false;
-};
-
 void Finish(PyRun& self, const std::string& status, nb::handle ended_at) {
   std::optional<int64_t> at = OptionalMicros(ended_at, "ended_at");
   {
@@ -618,7 +565,8 @@ void BindTracking(nb::module_& m) {
           "exc_type"_a.none(), "exc_value"_a.none(), "traceback"_a.none())
       .def("__repr__", [](PyRun& self) { return "<kv0.tracking.Run " + self.run->run_id() + ">"; });
 
-  nb::class_<PyRepo>(t, "_Repo")
+  nb::class_<PyRepo> repo_class(t, "_Repo");
+  repo_class
       .def(
           "__init__",
           [](PyRepo* self, const std::string& uri,
@@ -1127,6 +1075,7 @@ void BindTracking(nb::module_& m) {
           "kv0.errors.Busy naming the tag, unless force, which deletes such tags. Returns "
           "datasets, versions_removed, bytes_removed and tags_deleted (with force, as "
           "'<dataset>:<tag>', e.g. 'records/evals:v1').");
+  BindRunSearch(repo_class);
 }
 
 }  // namespace kv0::python

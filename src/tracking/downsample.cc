@@ -138,27 +138,15 @@ class SeriesFold {
   size_t points_ = 0;
 };
 
-// ids in their first order, each once.
-std::vector<uint64_t> Distinct(std::span<const uint64_t> ids) {
-  std::vector<uint64_t> out;
-  std::unordered_set<uint64_t> seen;
-  for (uint64_t id : ids) {
-    if (seen.insert(id).second) out.push_back(id);
-  }
-  return out;
-}
-
-constexpr size_t kIdsPerFilter = 1000;
-
 }  // namespace
 
 void RepoImpl::CheckSeriesExist(std::span<const uint64_t> ids) {
   std::unordered_set<uint64_t> missing(ids.begin(), ids.end());
   missing.erase(kReservedSeriesId);  // never a series; reported below
   lance::Dataset& series = Latest(kSeries);
-  for (size_t begin = 0; begin < ids.size(); begin += kIdsPerFilter) {
+  for (size_t begin = 0; begin < ids.size(); begin += kMaxFilterIds) {
     std::vector<uint64_t> part(ids.begin() + begin,
-                               ids.begin() + std::min(ids.size(), begin + kIdsPerFilter));
+                               ids.begin() + std::min(ids.size(), begin + kMaxFilterIds));
     lance::ScanOptions scan;
     scan.columns = {"series_id"};
     scan.filter = SqlIn("series_id", part);
@@ -187,8 +175,8 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
                                             ")");
   }
   Flush();
-  std::vector<uint64_t> wanted = Distinct(ids);
-  CheckSeriesExist(wanted);
+  CheckSeriesExist(ids);
+  std::vector<uint64_t> wanted = Unique(ids);
   Latest(kMetrics);
   wanted = WithoutDeletedRuns(std::move(wanted));
 
@@ -202,7 +190,7 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
       hi = hi ? std::max(*hi, last) : last;
     };
     if (by_step) {
-      for (const auto& [id, stats] : GetSeriesStats(wanted))
+      for (const auto& [id, stats] : StatsAtCurrentVersion(wanted))
         widen(stats.first_step, stats.last_step);
     } else {
       // Statistics keep no oldest timestamp: one pass over the points finds it.
@@ -291,7 +279,7 @@ void RepoImpl::ReadDownsampledStream(std::span<const uint64_t> ids,
                                      const DownsampleOptions& options, ArrowArrayStream* out) {
   auto series =
       std::make_shared<std::map<uint64_t, DownsampledSeries>>(ReadDownsampled(ids, options));
-  auto order = std::make_shared<std::vector<uint64_t>>(Distinct(ids));
+  auto order = std::make_shared<std::vector<uint64_t>>(Unique(ids));
   auto next = [series, order, index = size_t{0}](ArrowArray* out) mutable -> bool {
     while (index < order->size()) {
       uint64_t id = (*order)[index++];

@@ -221,6 +221,8 @@ void Repo::ReadDownsampledStream(std::span<const uint64_t> ids, const Downsample
   live().ReadDownsampledStream(ids, options, out);
 }
 
+RunPage Repo::SearchRuns(const RunQuery& query) { return live().SearchRuns(query); }
+
 TableVersions Repo::LatestVersions() {
   live().CheckOpen();
   auto& t = live().tables_;

@@ -12,7 +12,8 @@
 // (repo_open.cc) creates or upgrades the tables and lets the pipeline replay
 // abandoned WALs. optimize.cc holds Optimize.
 //
-// Locks, always taken in this order: the pipeline's flush lock (one flush,
+// Locks, always taken in this order: search_mu_ (one run search at a time,
+// over the handle's SearchCache), the pipeline's flush lock (one flush,
 // compaction or optimize at a time), the pipeline's lock (the batches, the
 // WAL record staging and the handle's caches of runs and series),
 // deleted_mu_.
@@ -34,6 +35,7 @@
 #include "pipeline/write_pipeline.h"
 #include "tracking/records.h"
 #include "tracking/run_record.h"
+#include "tracking/search_cache.h"
 #include "tracking/tables.h"
 #include "tracking/wal_records.h"
 #include "util/background.h"
@@ -44,6 +46,13 @@ namespace kv0::tracking {
 enum TableIndex { kRuns = 0, kParams = 1, kSeries = 2, kMetrics = 3, kTableCount = 4 };
 // "runs", "params", "series", "metrics".
 const char* TableName(int table);
+
+// Above this many ids a filter lists none and the scan filters in memory (or
+// the ids are split across scans of at most this many).
+inline constexpr size_t kMaxFilterIds = 1000;
+
+// ids in their first order, each once, without the reserved id 0.
+std::vector<uint64_t> Unique(std::span<const uint64_t> ids);
 
 // What this handle knows of one series.
 struct SeriesState {
@@ -152,10 +161,19 @@ struct RepoImpl : public BackgroundClient,
   std::map<std::string, nlohmann::json> ReadParams(const std::string& filter);
   std::vector<SeriesInfo> ReadSeries(const std::string& filter);
   std::map<uint64_t, SeriesStats> GetSeriesStats(std::span<const uint64_t> ids);
+  // The statistics of ids (distinct, of live runs) at the version of metrics
+  // the handle holds: merged deltas, and dirty series from their points.
+  std::map<uint64_t, SeriesStats> StatsAtCurrentVersion(std::span<const uint64_t> ids);
+  // The statistics of merged deltas; dirty series are computed from their
+  // points at the handle's version of metrics.
+  std::map<uint64_t, SeriesStats> FinishStats(const std::map<uint64_t, StatsDelta>& deltas);
   // Merged deltas of ids (dirty ones included), read from the reserved rows.
   // The statistics rows of ids, merged, at the version of metrics the handle
   // holds (callers move it to the latest first).
-  std::map<uint64_t, StatsDelta> ReadDeltas(std::span<const uint64_t> ids);
+  // With fragments, only the statistics rows of those fragments.
+  std::map<uint64_t, StatsDelta> ReadDeltas(
+      std::span<const uint64_t> ids,
+      const std::optional<std::vector<uint64_t>>& fragments = std::nullopt);
   void ReadStream(std::span<const uint64_t> ids, StepRange steps, std::optional<TimeRange> times,
                   ArrowArrayStream* out);
   std::map<uint64_t, MetricData> ReadMany(std::span<const uint64_t> ids, StepRange steps,
@@ -163,12 +181,16 @@ struct RepoImpl : public BackgroundClient,
   // Flushes, then moves the table to its latest version; returns it.
   lance::Dataset& Latest(int table);
 
+  // run_search.cc
+  RunPage SearchRuns(const RunQuery& query);
+
   // downsample.cc
   std::map<uint64_t, DownsampledSeries> ReadDownsampled(std::span<const uint64_t> ids,
                                                         const DownsampleOptions& options);
   void ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
                              ArrowArrayStream* out);
-  // Throws InvalidArgument naming the first id in ids that no series has.
+  // Throws InvalidArgument naming the first id in ids that no series has
+  // (the reserved id 0 included); ids may repeat.
   void CheckSeriesExist(std::span<const uint64_t> ids);
 
   // delete.cc
@@ -246,6 +268,10 @@ struct RepoImpl : public BackgroundClient,
   int64_t tombstone_check_ns_ = 0;                    // steady clock
 
   std::atomic<bool> closed_{false};
+
+  // What run searches read, kept for the next one (search_cache.h).
+  std::mutex search_mu_;
+  std::unique_ptr<SearchCache> search_cache_;  // guarded by search_mu_
 
   // Last member: destroyed first, while everything its layer callbacks touch
   // still exists.

@@ -13,8 +13,6 @@ namespace {
 
 // Points one read holds at a time; a larger series is read in step ranges.
 constexpr uint64_t kReadChunkPoints = 1 << 20;
-// Above this many ids a filter lists none and the scan filters in memory.
-constexpr size_t kMaxFilterIds = 1000;
 
 const arrow::Schema& PointsSchema() {
   static const arrow::Schema schema = {
@@ -23,15 +21,6 @@ const arrow::Schema& PointsSchema() {
       {"value", arrow::Type::kFloat64, false},
   };
   return schema;
-}
-
-std::vector<uint64_t> Unique(std::span<const uint64_t> ids) {
-  std::vector<uint64_t> out;
-  std::unordered_set<uint64_t> seen;
-  for (uint64_t id : ids) {
-    if (id != kReservedSeriesId && seen.insert(id).second) out.push_back(id);
-  }
-  return out;
 }
 
 // One scan of a read: some series over one step range.
@@ -103,6 +92,15 @@ void StreamChunks(std::shared_ptr<lance::Dataset> dataset, std::vector<ReadChunk
 }
 
 }  // namespace
+
+std::vector<uint64_t> Unique(std::span<const uint64_t> ids) {
+  std::vector<uint64_t> out;
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t id : ids) {
+    if (id != kReservedSeriesId && seen.insert(id).second) out.push_back(id);
+  }
+  return out;
+}
 
 lance::Dataset& RepoImpl::Latest(int table) {
   tables_[table]->CheckoutLatest();
@@ -184,13 +182,15 @@ std::vector<SeriesInfo> RepoImpl::ReadSeries(const std::string& filter) {
   return out;
 }
 
-std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(std::span<const uint64_t> ids) {
+std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(
+    std::span<const uint64_t> ids, const std::optional<std::vector<uint64_t>>& fragments) {
   std::vector<uint64_t> wanted = Unique(ids);
   std::map<uint64_t, StatsDelta> out;
   if (wanted.empty()) return out;
   std::unordered_set<uint64_t> set(wanted.begin(), wanted.end());
   lance::ScanOptions scan;
   scan.columns = {"step", "stats"};
+  scan.fragment_ids = fragments;
   scan.filter = "series_id = 0 AND epoch IS NULL";
   if (wanted.size() <= kMaxFilterIds) {
     std::vector<int64_t> steps(wanted.begin(), wanted.end());
@@ -212,7 +212,15 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(std::span<const uint64_t> id
 std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_t> ids) {
   Flush();
   Latest(kMetrics);
-  auto deltas = ReadDeltas(WithoutDeletedRuns(Unique(ids)));
+  return StatsAtCurrentVersion(WithoutDeletedRuns(Unique(ids)));
+}
+
+std::map<uint64_t, SeriesStats> RepoImpl::StatsAtCurrentVersion(std::span<const uint64_t> ids) {
+  return FinishStats(ReadDeltas(ids));
+}
+
+std::map<uint64_t, SeriesStats> RepoImpl::FinishStats(
+    const std::map<uint64_t, StatsDelta>& deltas) {
   std::map<uint64_t, SeriesStats> out;
   std::vector<uint64_t> dirty;
   for (const auto& [id, delta] : deltas) {

@@ -10,7 +10,6 @@
 #include "util/clock.h"
 
 namespace kv0::tracking {
-namespace {
 
 void AppendOptional(arrow::Utf8Builder& b, const std::optional<std::string>& v) {
   if (v) {
@@ -27,6 +26,8 @@ arrow::OwnedStream OneBatch(const arrow::Schema& schema, arrow::BatchBuilder& bu
   arrow::MakeStream(schema, std::move(batches), &stream);
   return stream;
 }
+
+namespace {
 
 // Collects a stream's rows in batches, starting a new one before a row would
 // take the batch's strings past kBatchBytes: then no string column reaches

@@ -1,6 +1,7 @@
 """The kv0 command-line tool, run as a user would."""
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -124,6 +125,25 @@ def test_runs_and_run(demo, tmp_path):
     assert kv0_json("run", repo, run_id, env_wal=wal) == run
     record = kv0("run", repo, run_id, env_wal=wal).stdout
     assert f"run_id       {run_id}" in record and "status       finished" in record
+
+
+def test_runs_search(demo, tmp_path):
+    repo, run_id = demo
+    wal = tmp_path / "wal"
+    found = kv0("runs", repo, "--where", "params.lr < 0.1 AND status = 'finished'",
+                "--order-by", "metrics['loss', {'subset': 'train'}].min, created_at DESC",
+                env_wal=wal).stdout.splitlines()
+    assert found[0].split()[:4] == ["run_id", "name", "status", "created"]
+    assert found[0].endswith('metrics.loss{"subset":"train"}.min')
+    assert found[1].split()[:3] == [run_id, "mlp-baseline", "finished"]
+    assert found[-1] == "1 of 1 matching runs"
+    none = kv0("runs", repo, "--where", "params.lr > 0.1", env_wal=wal).stdout
+    assert none.splitlines()[-1] == "0 of 0 matching runs"
+    page = kv0_json("runs", repo, "--where", "kind = 'training'", "--limit", "5", env_wal=wal)
+    assert page["matched"] == 1 and page["runs"][0]["run_id"] == run_id
+    assert page["values"][0][page["columns"].index("params.lr")] == 0.01
+    bad = kv0("runs", repo, "--where", "params.lr <", env_wal=wal, check=False)
+    assert bad.returncode != 0 and "filter: at 12" in bad.stderr
 
 
 def test_params(demo, tmp_path):
@@ -264,3 +284,47 @@ def test_one_wal_sync_parser_for_every_entry_point(tmp_path):
     for mode in ("none", "batch", "always"):
         kv0("--wal-sync", mode, "put", tmp_path / "cli", "k", mode, env_wal=tmp_path / "wal")
         assert kv0("get", tmp_path / "cli", "k", env_wal=tmp_path / "wal").stdout == mode + "\n"
+
+
+def test_plot_draws_exact_lines_with_hostile_names_escaped(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from kv0.tracking import Repo
+
+    nasty_run = "<script>alert('x')</script> & \"quoted\""
+    nasty_metric = "loss<&>'\"]]>"
+    with Repo(str(tmp_path / "repo"), wal_dir=str(tmp_path / "wal")) as repo:
+        run = repo.create_run("r1", name=nasty_run)
+        for step in range(200_000):
+            run.track(1.0 if step == 123_457 else 0.0, nasty_metric, step=step)
+        run.track(float("nan"), nasty_metric, step=200_000)
+        other = repo.create_run("r2", name="plain")
+        for step in range(50):
+            other.track(-1.0, nasty_metric, step=step, context={"subset": "val"})
+        repo.flush()
+    out = tmp_path / "chart.svg"
+    printed = kv0("plot", tmp_path / "repo", "r1", nasty_metric, "--runs", "r2", "--out", out,
+                  env_wal=tmp_path / "cli-wal").stdout
+    assert printed.startswith(f"wrote {out}: 2 series")
+
+    svg = ET.parse(out).getroot()  # well-formed whatever the names held
+    ns = "{http://www.w3.org/2000/svg}"
+    assert svg.tag == f"{ns}svg"
+    assert not list(svg.iter(f"{ns}script"))
+    texts = [t.text for t in svg.iter(f"{ns}text")]
+    assert texts[0] == nasty_metric  # the title
+    assert f"{nasty_run} / {nasty_metric}" in texts
+    assert f'plain / {nasty_metric} {{"subset":"val"}}' in texts
+    lines = [p for p in svg.iter(f"{ns}polyline")]
+    assert len(lines) == 2
+    points = [tuple(map(float, xy.split(","))) for xy in lines[0].get("points").split()]
+    # 800 buckets of at most 4 points each, and the one spike among 200,000
+    # points is drawn: the highest point of the chart belongs to it.
+    assert 800 <= len(points) <= 4 * 801
+    top = min(y for _, y in points)
+    assert sum(1 for _, y in points if y == top) == 1
+    assert all(math.isfinite(x) and math.isfinite(y) for x, y in points)
+
+    missing = kv0("plot", tmp_path / "repo", "r1", "nope", "--out", out,
+                  env_wal=tmp_path / "cli-wal", check=False)
+    assert missing.returncode != 0 and "no such metric" in missing.stderr

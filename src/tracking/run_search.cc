@@ -1,0 +1,459 @@
+// Repo::SearchRuns: which runs a query selects, found in storage.
+//
+// The steps, in order:
+//  1. Parse the query (run_query.h); a bad one fails before any read.
+//  2. Flush, move runs, params and metrics to their latest versions, and
+//     bring the handle's SearchCache (search_cache.h) up to them: the runs
+//     table's rows merged run by run (the live runs and their attributes);
+//     per parameter key the query names, the rows of params.lance filtered
+//     on that key and the keys on its path, merged per run exactly as
+//     Params() merges them; per metric, the statistics rows of the series
+//     of the live runs (SeriesId needs no read), merged as GetSeriesStats()
+//     merges them. Each reads only the fragments committed since the last
+//     search of this handle.
+//  3. Evaluate the filter per run, keep the runs after the page token's
+//     sort key, and take the first `limit` by the order (a partial sort).
+//  4. Only for the page's runs: their parameters and series, for columns.
+// docs/design.md ("Run search") gives the costs.
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <unordered_map>
+
+#include "tracking/params.h"
+#include "tracking/repo_impl.h"
+#include "tracking/run_query.h"
+#include "tracking/search_cache.h"
+
+namespace kv0::tracking {
+namespace {
+
+using query::Attribute;
+using query::Stat;
+using query::Term;
+using query::Value;
+
+// The runs a SQL IN list names at most; longer lists are split.
+constexpr size_t kRunsPerFilter = 500;
+
+Value AttributeValue(const RunInfo& run, Attribute a) {
+  auto text = [](const std::optional<std::string>& s) { return s ? Value::Text(*s) : Value{}; };
+  switch (a) {
+    case Attribute::kRunId:
+      return Value::Text(run.run_id);
+    case Attribute::kName:
+      return text(run.name);
+    case Attribute::kExperiment:
+      return text(run.experiment);
+    case Attribute::kDescription:
+      return text(run.description);
+    case Attribute::kStatus:
+      return Value::Text(run.status);
+    case Attribute::kKind:
+      return text(run.kind);
+    case Attribute::kArchived:
+      return Value::Flag(run.archived);
+    case Attribute::kCreatedAt:
+      return Value::Number(static_cast<double>(run.created_at_us));
+    case Attribute::kUpdatedAt:
+      return Value::Number(static_cast<double>(run.updated_at_us));
+    case Attribute::kEndedAt:
+      return run.ended_at_us ? Value::Number(static_cast<double>(*run.ended_at_us)) : Value{};
+  }
+  return Value{};
+}
+
+// A statistic as a value; min_step and max_step are missing with min and max
+// when the series has no finite value.
+Value StatValue(const SeriesStats& s, Stat stat) {
+  auto number = [](auto v) { return Value::Number(static_cast<double>(v)); };
+  bool finite = !std::isnan(s.min);
+  switch (stat) {
+    case Stat::kLast:
+      return number(s.last);
+    case Stat::kMin:
+      return number(s.min);
+    case Stat::kMax:
+      return number(s.max);
+    case Stat::kCount:
+      return number(s.count);
+    case Stat::kFirstStep:
+      return number(s.first_step);
+    case Stat::kLastStep:
+      return number(s.last_step);
+    case Stat::kMinStep:
+      return finite ? number(s.min_step) : Value{};
+    case Stat::kMaxStep:
+      return finite ? number(s.max_step) : Value{};
+    case Stat::kNonFinite:
+      return number(s.non_finite);
+  }
+  return Value{};
+}
+
+// The value at a dotted key of a run's parameters, or null.
+nlohmann::json ParamAt(const nlohmann::json& params, std::string_view key) {
+  const nlohmann::json* at = &params;
+  while (true) {
+    size_t dot = key.find('.');
+    std::string part(key.substr(0, dot));
+    if (!at->is_object()) return nullptr;
+    auto found = at->find(part);
+    if (found == at->end()) return nullptr;
+    at = &*found;
+    if (dot == std::string_view::npos) return *at;
+    key.remove_prefix(dot + 1);
+  }
+}
+
+// The scan filter for the rows that can decide the value at key: the key
+// itself, each key on its path (a newer write of "a" replaces "a.b") and the
+// keys below it (a newer "a.b.c" turns "a.b" into an object).
+std::string KeyFilter(const std::string& key) {
+  std::string out = "key IN (";
+  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+    out += SqlString(key.substr(0, dot)) + ", ";
+  }
+  out += SqlString(key) + ") OR (key >= " + SqlString(key + ".") + " AND key < " +
+         SqlString(key + "/") + ")";  // '/' follows '.'
+  return out;
+}
+
+std::vector<std::vector<std::string>> RunIdChunks(const std::vector<const RunInfo*>& runs) {
+  std::vector<std::vector<std::string>> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i % kRunsPerFilter == 0) out.emplace_back();
+    out.back().push_back(runs[i]->run_id);
+  }
+  return out;
+}
+
+std::string RunIdIn(const std::vector<std::string>& ids) {
+  std::string out = "run_id IN (";
+  for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + SqlString(ids[i]);
+  return out + ")";
+}
+
+nlohmann::json ToJson(const Value& v, const Term& term) {
+  if (v.missing()) return nullptr;
+  switch (v.kind) {
+    case Value::Kind::kNumber:
+      if (term.IsIntegerStat()) return static_cast<int64_t>(v.number);
+      return v.number;
+    case Value::Kind::kText:
+      return v.text;
+    case Value::Kind::kFlag:
+      return v.flag;
+    case Value::Kind::kMissing:
+      break;
+  }
+  return nullptr;
+}
+
+// Every term an expression names.
+void CollectTerms(const query::Expr& e, std::vector<bool>* used) {
+  if (e.kind == query::Expr::Kind::kCompare) (*used)[e.term] = true;
+  for (const auto& c : e.children) CollectTerms(c, used);
+}
+
+// Adds the leaves below `prefix` of a parameters object (arrays, scalars,
+// null and empty objects are leaves) to `keys`.
+void LeafKeys(const nlohmann::json& object, const std::string& prefix,
+              std::set<std::string>* keys) {
+  for (const auto& [name, value] : object.items()) {
+    std::string key = prefix.empty() ? name : prefix + "." + name;
+    if (value.is_object() && !value.empty()) {
+      LeafKeys(value, key, keys);
+    } else {
+      keys->insert(key);
+    }
+  }
+}
+
+// Runs `refresh`; if it throws, `drop` forgets the part it was updating, so
+// that no half-read part is used again.
+template <typename Refresh, typename Drop>
+void Guarded(Refresh&& refresh, Drop&& drop) {
+  try {
+    refresh();
+  } catch (...) {
+    drop();
+    throw;
+  }
+}
+
+void RefreshRuns(lance::Dataset& table, RunsPart& part) {
+  bool restart = false;
+  std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
+  if (restart) {
+    part.rows.clear();
+    part.live.clear();
+  }
+  if (!fragments.empty()) {
+    lance::ScanOptions scan;
+    scan.fragment_ids = fragments;
+    std::vector<RunRow> rows;
+    auto reader = table.Scan(scan);
+    while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
+    std::unordered_set<std::string> touched;
+    for (auto& row : rows) {
+      touched.insert(row.record.run_id);
+      part.rows[row.record.run_id].push_back(std::move(row));
+    }
+    for (const auto& id : touched) {
+      std::vector<RunRow>& kept = part.rows[id];
+      if (auto merged = MergeRun(kept)) {
+        part.live[id] = std::move(*merged);
+      } else {
+        part.live.erase(id);  // deleted
+      }
+      // Folded, a run's rows stay two or three however often it changes,
+      // and merge with later rows exactly as the originals would.
+      kept = FoldRun(std::move(kept));
+    }
+  }
+  part.fragments.Done();
+}
+
+void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part) {
+  bool restart = false;
+  std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
+  if (restart) {
+    part.leaves.clear();
+    part.values.clear();
+  }
+  if (!fragments.empty()) {
+    lance::ScanOptions scan;
+    scan.columns = {"seq", "run_id", "key", "value", "text", "flag"};
+    scan.filter = KeyFilter(key);
+    scan.fragment_ids = fragments;
+    std::unordered_set<std::string> touched;
+    auto reader = table.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column seq(*batch, "seq");
+      arrow::Utf8Column run_id(*batch, "run_id"), key_column(*batch, "key"), value(*batch, "value"),
+          text(*batch, "text");
+      arrow::BoolColumn flag(*batch, "flag");
+      for (int64_t r = 0; r < batch->num_rows(); ++r) {
+        if (IsMarkRunId(run_id.value(r))) continue;
+        // The typed columns spare parsing the JSON of strings and flags;
+        // numbers are parsed, which keeps 1 apart from 1.0.
+        nlohmann::json leaf;
+        if (!text.is_null(r)) {
+          leaf = std::string(text.value(r));
+        } else if (!flag.is_null(r)) {
+          leaf = flag.value(r);
+        } else {
+          leaf = nlohmann::json::parse(value.value(r), nullptr, false);
+        }
+        std::string id(run_id.value(r));
+        part.leaves[id].push_back(
+            Leaf{std::string(key_column.value(r)), std::move(leaf), seq.value(r)});
+        touched.insert(std::move(id));
+      }
+    }
+    for (const auto& id : touched) {
+      const std::vector<Leaf>& leaves = part.leaves[id];
+      if (leaves.size() == 1 && leaves[0].key == key) {
+        part.values[id] = Value::FromJson(leaves[0].value);
+      } else {
+        part.values[id] = Value::FromJson(ParamAt(Unflatten(leaves), key));
+      }
+    }
+  }
+  part.fragments.Done();
+}
+
+// Statistics rows of a series are committed after its run's row (a flush
+// commits runs, params, series, metrics in that order), and SearchRuns moves
+// metrics to its latest version before it reads the runs table: every run
+// with statistics in the fragments read here is among the live runs the
+// search reads, so its series were wanted when those fragments were read.
+void RefreshMetric(RepoImpl& repo, const std::vector<uint64_t>& ids, MetricPart& part) {
+  bool restart = false;
+  std::vector<uint64_t> fragments = part.fragments.ToRead(*repo.tables_[kMetrics], &restart);
+  if (restart) {
+    part.wanted.clear();
+    part.deltas.clear();
+  }
+  part.wanted.insert(ids.begin(), ids.end());
+  if (!fragments.empty() && !part.wanted.empty()) {
+    std::vector<uint64_t> wanted(part.wanted.begin(), part.wanted.end());
+    for (auto& [id, delta] : repo.ReadDeltas(wanted, fragments)) part.deltas[id].Merge(delta);
+  }
+  part.fragments.Done();
+}
+
+}  // namespace
+
+RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
+  const query::Query q = query::Parse(run_query);
+  std::lock_guard search_lock(search_mu_);
+  Flush();
+  if (!search_cache_) search_cache_ = std::make_unique<SearchCache>();
+  SearchCache& cache = *search_cache_;
+  // params and metrics first, then runs: see RefreshMetric.
+  bool any_param = false, any_metric = false;
+  for (const Term& term : q.terms) {
+    any_param |= term.kind == Term::Kind::kParam;
+    any_metric |= term.kind == Term::Kind::kMetric;
+  }
+  if (any_param) Latest(kParams);
+  if (any_metric) Latest(kMetrics);
+  Guarded([&] { RefreshRuns(Latest(kRuns), cache.runs); }, [&] { cache.runs = RunsPart{}; });
+  std::vector<const RunInfo*> runs;
+  for (const auto& [id, info] : cache.runs.live) runs.push_back(&info);
+
+  // The values of the filter's and the order's terms, a column per term.
+  std::vector<bool> used(q.terms.size(), false);
+  CollectTerms(q.filter, &used);
+  for (const auto& o : q.order) used[o.term] = true;
+  std::vector<std::vector<Value>> values(q.terms.size());
+  for (size_t t = 0; t < q.terms.size(); ++t) {
+    if (!used[t]) continue;
+    const Term& term = q.terms[t];
+    std::vector<Value>& column = values[t];
+    column.resize(runs.size());
+    if (term.kind == Term::Kind::kAttribute) {
+      for (size_t i = 0; i < runs.size(); ++i) column[i] = AttributeValue(*runs[i], term.attribute);
+    } else if (term.kind == Term::Kind::kParam) {
+      cache.Touch('p', term.key);
+      ParamPart& part = cache.params[term.key];
+      Guarded([&] { RefreshParam(*tables_[kParams], term.key, part); },
+              [&] { cache.params.erase(term.key); });
+      for (size_t i = 0; i < runs.size(); ++i) {
+        auto found = part.values.find(runs[i]->run_id);
+        if (found != part.values.end()) column[i] = found->second;
+      }
+    } else {
+      std::string name = term.key + '\0' + term.context.dump();
+      cache.Touch('m', name);
+      MetricPart& part = cache.metrics[name];
+      std::vector<uint64_t> ids;
+      for (const RunInfo* run : runs) ids.push_back(SeriesId(run->run_id, term.key, term.context));
+      Guarded([&] { RefreshMetric(*this, ids, part); }, [&] { cache.metrics.erase(name); });
+      std::map<uint64_t, StatsDelta> dirty;
+      std::map<uint64_t, SeriesStats> stats;
+      for (uint64_t id : ids) {
+        auto found = part.deltas.find(id);
+        if (found == part.deltas.end()) continue;
+        if (found->second.dirty()) {
+          dirty.insert(*found);
+        } else if (!found->second.empty()) {
+          stats[id] = found->second.Finish();
+        }
+      }
+      if (!dirty.empty()) stats.merge(FinishStats(dirty));
+      for (size_t i = 0; i < runs.size(); ++i) {
+        auto found = stats.find(ids[i]);
+        if (found != stats.end()) column[i] = StatValue(found->second, term.stat);
+      }
+    }
+  }
+
+  // Filter, then the page: the runs after the token's key, first by order.
+  std::vector<size_t> matched;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (query::Matches(q.filter, values, i)) matched.push_back(i);
+  }
+  RunPage page;
+  page.matched = matched.size();
+  auto compare = [&](size_t a, size_t b) {
+    for (const auto& o : q.order) {
+      int c = query::CompareForOrder(values[o.term][a], values[o.term][b], o.descending);
+      if (c) return c;
+    }
+    return runs[a]->run_id.compare(runs[b]->run_id);
+  };
+  if (q.after) {
+    // The token's key as one more row of the columns, at index runs.size().
+    for (size_t k = 0; k < q.order.size(); ++k) {
+      values[q.order[k].term].resize(runs.size());
+      values[q.order[k].term].push_back((*q.after)[k]);
+    }
+    RunInfo after;
+    after.run_id = q.after_run_id;
+    runs.push_back(&after);
+    std::erase_if(matched, [&](size_t i) { return compare(i, runs.size() - 1) <= 0; });
+    runs.pop_back();
+  }
+  size_t take = std::min(q.limit, matched.size());
+  std::partial_sort(matched.begin(), matched.begin() + take, matched.end(),
+                    [&](size_t a, size_t b) { return compare(a, b) < 0; });
+  if (matched.size() > take) {
+    size_t last = matched[take - 1];
+    std::vector<Value> key;
+    for (const auto& o : q.order) key.push_back(values[o.term][last]);
+    page.next_page_token = query::PageToken(q, key, runs[last]->run_id);
+  }
+  matched.resize(take);
+
+  // The columns, for the page's runs only.
+  std::vector<const RunInfo*> page_runs;
+  for (size_t i : matched) page_runs.push_back(runs[i]);
+  std::vector<Term> columns;
+  for (size_t t : q.columns) columns.push_back(q.terms[t]);
+  bool need_params = q.default_columns;
+  for (const auto& c : columns) need_params |= c.kind == Term::Kind::kParam;
+  std::map<std::string, nlohmann::json> params;
+  std::vector<SeriesInfo> page_series;
+  if (!page_runs.empty() && (need_params || q.default_columns)) {
+    for (const auto& ids : RunIdChunks(page_runs)) {
+      if (need_params) params.merge(ReadParams(RunIdIn(ids)));
+      if (q.default_columns) {
+        auto part = ReadSeries(RunIdIn(ids));
+        page_series.insert(page_series.end(), part.begin(), part.end());
+      }
+    }
+  }
+  if (q.default_columns) {
+    std::set<std::string> keys;
+    for (const auto& [id, p] : params) LeafKeys(p, "", &keys);
+    for (const auto& key : keys) {
+      Term term;
+      term.kind = Term::Kind::kParam;
+      term.key = key;
+      columns.push_back(std::move(term));
+    }
+    std::map<std::string, Term> metrics;  // by column name, then context
+    for (const auto& s : page_series) {
+      Term term;
+      term.kind = Term::Kind::kMetric;
+      term.key = s.name;
+      term.context = s.context;
+      metrics.try_emplace(term.ColumnName() + '\0' + s.context.dump(), std::move(term));
+    }
+    for (auto& [name, term] : metrics) columns.push_back(std::move(term));
+  }
+  std::map<uint64_t, SeriesStats> page_stats;
+  std::vector<uint64_t> page_ids;
+  for (const auto& c : columns) {
+    if (c.kind != Term::Kind::kMetric) continue;
+    for (const RunInfo* run : page_runs)
+      page_ids.push_back(SeriesId(run->run_id, c.key, c.context));
+  }
+  if (!page_ids.empty()) {
+    Latest(kMetrics);
+    page_stats = StatsAtCurrentVersion(Unique(page_ids));
+  }
+  for (const auto& c : columns) page.columns.push_back(c.ColumnName());
+  for (const RunInfo* run : page_runs) {
+    std::vector<nlohmann::json> row;
+    for (const auto& c : columns) {
+      if (c.kind == Term::Kind::kParam) {
+        auto p = params.find(run->run_id);
+        row.push_back(p == params.end() ? nlohmann::json() : ParamAt(p->second, c.key));
+      } else {
+        auto s = page_stats.find(SeriesId(run->run_id, c.key, c.context));
+        row.push_back(s == page_stats.end() ? nlohmann::json()
+                                            : ToJson(StatValue(s->second, c.stat), c));
+      }
+    }
+    page.values.push_back(std::move(row));
+    page.runs.push_back(*run);
+  }
+  return page;
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,51 @@
+#include "tracking/search_cache.h"
+
+#include <algorithm>
+
+namespace kv0::tracking {
+
+std::vector<uint64_t> FragmentsRead::ToRead(lance::Dataset& table, bool* restart) {
+  std::vector<lance::FragmentInfo> now = table.Fragments();
+  std::map<uint64_t, const lance::FragmentInfo*> by_id;
+  for (const auto& f : now) by_id[f.id] = &f;
+  *restart = false;
+  for (const auto& [id, info] : read_) {
+    auto found = by_id.find(id);
+    if (found == by_id.end() || !(*found->second == info)) {
+      *restart = true;
+      read_.clear();
+      break;
+    }
+  }
+  pending_.clear();
+  std::vector<uint64_t> out;
+  for (const auto& f : now) {
+    if (!read_.count(f.id)) {
+      pending_.push_back(f);
+      out.push_back(f.id);
+    }
+  }
+  return out;
+}
+
+void FragmentsRead::Done() {
+  for (auto& f : pending_) read_[f.id] = std::move(f);
+  pending_.clear();
+}
+
+void SearchCache::Touch(char kind, const std::string& key) {
+  std::string name = kind + key;
+  recent.remove(name);
+  recent.push_front(std::move(name));
+  while (recent.size() > kMaxParts) {
+    const std::string& oldest = recent.back();
+    if (oldest[0] == 'p') {
+      params.erase(oldest.substr(1));
+    } else {
+      metrics.erase(oldest.substr(1));
+    }
+    recent.pop_back();
+  }
+}
+
+}  // namespace kv0::tracking

@@ -1,0 +1,87 @@
+// What a Repo handle keeps between run searches (run_search.cc), so that a
+// search reads only what was committed since the last one.
+//
+// Each part remembers the fragments of its table it has read, by identity
+// (lance::FragmentInfo). At a newer version it reads just the fragments it
+// has not seen: appends add fragments and leave the others as they are. If a
+// fragment it read has changed or is gone (a compaction, optimize, a delete
+// of rows), it forgets everything and reads the table again. What it keeps
+// is what a full read would give: rows are merged exactly as the reads of
+// repo_read.cc merge them.
+//
+// A part whose refresh fails is dropped whole, never left half read: a
+// statistics delta merged twice would count its points twice.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kv0/tracking.h"
+#include "lance/dataset.h"
+#include "tracking/params.h"
+#include "tracking/run_query.h"
+#include "tracking/run_record.h"
+#include "tracking/series_stats.h"
+
+namespace kv0::tracking {
+
+// The fragments of one table that a part has read.
+class FragmentsRead {
+ public:
+  // The fragments of table's current version still to read. If one read
+  // before has changed or is gone, that is all of them, and *restart is set:
+  // the caller drops what it kept.
+  std::vector<uint64_t> ToRead(lance::Dataset& table, bool* restart);
+  // The fragments ToRead returned are read.
+  void Done();
+
+ private:
+  std::map<uint64_t, lance::FragmentInfo> read_;
+  std::vector<lance::FragmentInfo> pending_;
+};
+
+// runs.lance: each run's rows, folded (FoldRun keeps what a later merge
+// needs in two or three rows), and the live runs' merged records.
+struct RunsPart {
+  FragmentsRead fragments;
+  std::unordered_map<std::string, std::vector<RunRow>> rows;
+  std::unordered_map<std::string, RunInfo> live;
+};
+
+// One parameter key: the leaves of params.lance that decide it (the key,
+// the keys on its path, those below it), by run, and each run's value.
+struct ParamPart {
+  FragmentsRead fragments;
+  std::unordered_map<std::string, std::vector<Leaf>> leaves;
+  std::unordered_map<std::string, query::Value> values;
+};
+
+// One metric (name and context): the merged statistics deltas of the series
+// of the runs asked for so far.
+struct MetricPart {
+  FragmentsRead fragments;
+  std::unordered_set<uint64_t> wanted;
+  std::map<uint64_t, StatsDelta> deltas;
+};
+
+// Bounded: at most kMaxParts parameter and metric parts, the least recently
+// used dropped first.
+struct SearchCache {
+  static constexpr size_t kMaxParts = 32;
+
+  RunsPart runs;
+  std::map<std::string, ParamPart> params;    // by key
+  std::map<std::string, MetricPart> metrics;  // by name, '\0', context JSON
+  std::list<std::string> recent;              // "p" or "m" + the map key, newest first
+
+  // Marks the part as used now, dropping the oldest ones past kMaxParts.
+  void Touch(char kind, const std::string& key);
+};
+
+}  // namespace kv0::tracking
