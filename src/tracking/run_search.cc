@@ -265,24 +265,44 @@ void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part
   part.fragments.Done();
 }
 
+// Brings the part up to the current version of metrics for the series of
+// runs (the metric's series of each run, in order, are returned).
+//
 // Statistics rows of a series are committed after its run's row (a flush
 // commits runs, params, series, metrics in that order), and SearchRuns moves
 // metrics to its latest version before it reads the runs table: every run
 // with statistics in the fragments read here is among the live runs the
-// search reads, so its series were wanted when those fragments were read.
-void RefreshMetric(RepoImpl& repo, const std::vector<uint64_t>& ids, MetricPart& part) {
+// search reads, so its series was asked for when those fragments were read.
+std::vector<uint64_t> RefreshMetric(RepoImpl& repo, const Term& term,
+                                    const std::vector<const RunInfo*>& runs, MetricPart& part) {
   bool restart = false;
   std::vector<uint64_t> fragments = part.fragments.ToRead(*repo.tables_[kMetrics], &restart);
-  if (restart) {
-    part.wanted.clear();
-    part.deltas.clear();
+  if (restart) part = MetricPart{.fragments = std::move(part.fragments)};
+  std::vector<uint64_t> ids;
+  ids.reserve(runs.size());
+  for (const RunInfo* run : runs) {
+    auto [it, fresh] = part.series_of.try_emplace(run->run_id, 0);
+    if (fresh) it->second = SeriesId(run->run_id, term.key, term.context);
+    ids.push_back(it->second);
   }
-  part.wanted.insert(ids.begin(), ids.end());
-  if (!fragments.empty() && !part.wanted.empty()) {
-    std::vector<uint64_t> wanted(part.wanted.begin(), part.wanted.end());
-    for (auto& [id, delta] : repo.ReadDeltas(wanted, fragments)) part.deltas[id].Merge(delta);
+  if (!fragments.empty() && !part.series_of.empty()) {
+    std::vector<uint64_t> wanted;
+    wanted.reserve(part.series_of.size());
+    for (const auto& [run, id] : part.series_of) wanted.push_back(id);
+    for (auto& [id, delta] : repo.ReadDeltas(wanted, fragments)) {
+      StatsDelta& merged = part.deltas[id];
+      merged.Merge(delta);
+      part.clean.erase(id);
+      part.dirty.erase(id);
+      if (merged.dirty()) {
+        part.dirty.insert(id);
+      } else if (!merged.empty()) {
+        part.clean[id] = merged.Finish();
+      }
+    }
   }
   part.fragments.Done();
+  return ids;
 }
 
 }  // namespace
@@ -331,23 +351,22 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
       cache.Touch('m', name);
       MetricPart& part = cache.metrics[name];
       std::vector<uint64_t> ids;
-      for (const RunInfo* run : runs) ids.push_back(SeriesId(run->run_id, term.key, term.context));
-      Guarded([&] { RefreshMetric(*this, ids, part); }, [&] { cache.metrics.erase(name); });
-      std::map<uint64_t, StatsDelta> dirty;
-      std::map<uint64_t, SeriesStats> stats;
-      for (uint64_t id : ids) {
-        auto found = part.deltas.find(id);
-        if (found == part.deltas.end()) continue;
-        if (found->second.dirty()) {
-          dirty.insert(*found);
-        } else if (!found->second.empty()) {
-          stats[id] = found->second.Finish();
-        }
+      Guarded([&] { ids = RefreshMetric(*this, term, runs, part); },
+              [&] { cache.metrics.erase(name); });
+      std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
+      if (!part.dirty.empty()) {
+        std::map<uint64_t, StatsDelta> dirty;
+        for (uint64_t id : part.dirty) dirty.emplace(id, part.deltas[id]);
+        from_points = FinishStats(dirty);
       }
-      if (!dirty.empty()) stats.merge(FinishStats(dirty));
       for (size_t i = 0; i < runs.size(); ++i) {
-        auto found = stats.find(ids[i]);
-        if (found != stats.end()) column[i] = StatValue(found->second, term.stat);
+        const SeriesStats* stats = nullptr;
+        if (auto found = part.clean.find(ids[i]); found != part.clean.end()) {
+          stats = &found->second;
+        } else if (auto exact = from_points.find(ids[i]); exact != from_points.end()) {
+          stats = &exact->second;
+        }
+        if (stats) column[i] = StatValue(*stats, term.stat);
       }
     }
   }

@@ -62,12 +62,15 @@ struct ParamPart {
   std::unordered_map<std::string, query::Value> values;
 };
 
-// One metric (name and context): the merged statistics deltas of the series
-// of the runs asked for so far.
+// One metric (name and context): the series of the runs asked for so far,
+// their merged statistics deltas, and the statistics of the clean ones
+// (dirty ones are computed from their points by each search).
 struct MetricPart {
   FragmentsRead fragments;
-  std::unordered_set<uint64_t> wanted;
-  std::map<uint64_t, StatsDelta> deltas;
+  std::unordered_map<std::string, uint64_t> series_of;  // by run id
+  std::unordered_map<uint64_t, StatsDelta> deltas;
+  std::unordered_map<uint64_t, SeriesStats> clean;
+  std::unordered_set<uint64_t> dirty;
 };
 
 // Bounded: at most kMaxParts parameter and metric parts, the least recently
