@@ -19,6 +19,11 @@ std::string WithCommas(double value);
 std::string Fixed(double value, int decimals);
 // The median of v (0 for none).
 double Median(std::vector<double> v);
+// The smallest value with at least a fraction p of v at or below it (0 for
+// none).
+double Percentile(std::vector<double> v, double p);
+// CPU time this process has used, user and system, in seconds.
+double CpuSeconds();
 // Now, as "YYYY-MM-DDTHH:MM:SSZ".
 std::string Timestamp();
 

@@ -60,7 +60,8 @@ ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0
 stage "concurrent C++ tests under the thread sanitizer"
 cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DKV0_SANITIZE=thread \
   -DKV0_BUILD_TOOLS=OFF >/dev/null
-cmake --build build/tsan -j2 --target kv_test kv_refresh_test lru_cache_test background_test repo_test pipeline_test snapshot_test run_search_test
+cmake --build build/tsan -j2 --target kv_test kv_refresh_test lru_cache_test background_test repo_test pipeline_test snapshot_test run_search_test \
+  auto_cleanup_test
 export TSAN_OPTIONS="exitcode=0 report_signal_unsafe=0 suppressions=$PWD/tests/cpp/tsan.supp"
 t=build/tsan/tests/cpp
 # Two lanes at once, each with its own output and sanitizer log, of about
@@ -82,6 +83,8 @@ lane1=$!
   $t/repo_test --gtest_filter='*OptimizeKeepsPointsAppendedConcurrently*'
   $t/kv_test --gtest_filter='KvTest.ConcurrentWritersAndReaders'
   KV0_RACE_ROUNDS=2 $t/kv_refresh_test --gtest_filter='*Racing*:*LosesARace*'
+  $t/auto_cleanup_test
+  $t/kv_test --gtest_filter='*AutomaticCleanup*'
 ) >build/tsan/lane2.out 2>build/tsan/lane2.log &
 lane2=$!
 failed=0

@@ -22,6 +22,7 @@
 #include "bench/kv_bench.h"
 #include "bench/search_bench.h"
 #include "bench/tracking_bench.h"
+#include "bench/versions_bench.h"
 #include "kv0/error.h"
 #include "kv0/kv.h"
 #include "kv0/tracking.h"
@@ -118,7 +119,8 @@ Args Parse(int argc, char** argv) {
                arg == "--wal-keys" || arg == "--runs" || arg == "--points" || arg == "--dir" ||
                arg == "--repeat" || arg == "--stop" || arg == "--out" || arg == "--buckets" ||
                arg == "--steps" || arg == "--wal-sync" || arg == "--where" || arg == "--order-by" ||
-               arg == "--page-token" || (arg == "--json" && bench)) {
+               arg == "--page-token" || arg == "--versions" || arg == "--lance-versions" ||
+               arg == "--uri" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
     } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
@@ -722,7 +724,9 @@ int Bench(const Args& args) {
   const char* usage =
       "usage: kv0 bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
       "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
-      "       kv0 bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]";
+      "       kv0 bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]\n"
+      "       kv0 bench versions [--versions N] [--lance-versions N] [--uri URI] [--json FILE]\n"
+      "                          [--dir DIR]";
   std::string which = args.positional.size() >= 2 ? args.positional[1] : "";
   if (which == "tracking" && args.positional.size() == 2) {
     kv0::bench::TrackingBenchArgs bench;
@@ -739,6 +743,16 @@ int Bench(const Args& args) {
     if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
     if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
     return kv0::bench::RunSearchBench(bench);
+  }
+  if (which == "versions" && args.positional.size() == 2) {
+    kv0::bench::VersionsBenchArgs bench;
+    bench.versions = CountFlag(args, "--versions", bench.versions);
+    bench.lance_versions = CountFlag(args, "--lance-versions", bench.lance_versions);
+    bench.storage = args.storage;
+    if (auto it = args.flags.find("--uri"); it != args.flags.end()) bench.uri = it->second;
+    if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
+    if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
+    return kv0::bench::RunVersionsBench(bench);
   }
   if (which == "search-query" && args.positional.size() == 4) {
     // Internal: the search benchmark's new-process reader (REPO QUERY).

@@ -101,7 +101,8 @@ struct Options {
   // --- Consistency -----------------------------------------------------------
   std::chrono::seconds tombstone_grace{3600};
   std::chrono::milliseconds refresh_interval{1000};
-  // Lance cleans up versions older than this every 20 commits.
+  // Versions older than this are removed in the background, within a tenth
+  // of it after they expire (src/lance/auto_cleanup.h); never inside a commit.
   std::chrono::seconds version_retention{7 * 24 * 3600};
 
   // --- Write-ahead log ---------------------------------------------------------

@@ -375,7 +375,8 @@ struct RepoOptions {
   // Memory the sorted rewrite of optimize() may hold, in bytes; larger
   // tables are rewritten in several passes.
   size_t optimize_memory = size_t{256} << 20;
-  // Lance cleans up versions older than this every 20 commits.
+  // Versions older than this are removed in the background, within a tenth
+  // of it after they expire (src/lance/auto_cleanup.h); never inside a commit.
   std::chrono::seconds version_retention{7 * 24 * 3600};
 
   // Object stores, as for kv0::kv::Options: a bound on each request, its

@@ -109,7 +109,7 @@ class Repo(_native._Repo):
     commits of a non-empty buffer. max_fragments: a table with more
     fragments under 2**20 rows after a commit is compacted. optimize_memory: bytes the
     sorted rewrite of optimize() may hold. version_retention: seconds
-    Lance keeps old table versions. wal_dir: root of the local write-ahead
+    old table versions are kept before a background cleanup removes them. wal_dir: root of the local write-ahead
     logs (default $KV0_WAL_DIR, else ~/.cache/kv0/wal). wal_sync: "none"
     (never fsynced: survives the process dying, not a power loss), "batch"
     (also fsynced about every 100 ms) or "always" (fsynced before every

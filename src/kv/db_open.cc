@@ -6,6 +6,7 @@
 
 #include "kv/db_impl.h"
 #include "kv/snapshot.h"
+#include "lance/auto_cleanup.h"
 #include "util/clock.h"
 #include "util/location.h"
 
@@ -57,13 +58,9 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
       db->dataset_ = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
     } catch (const Error& e) {
       if (e.code() != Code::kNotFound) throw;
-      lance::CreateOptions create{
-          .auto_cleanup_interval = 20,
-          .auto_cleanup_older_than = options.version_retention,
-      };
       try {
-        db->dataset_ = std::make_unique<lance::Dataset>(
-            lance::Dataset::Create(uri, storage, OpLogSchema(), create));
+        db->dataset_ =
+            std::make_unique<lance::Dataset>(lance::Dataset::Create(uri, storage, OpLogSchema()));
       } catch (const Error& again) {
         if (again.code() != Code::kConflict) throw;  // another handle created it first
         db->dataset_ = std::make_unique<lance::Dataset>(lance::Dataset::Open(uri, storage));
@@ -71,6 +68,9 @@ std::shared_ptr<DB::Impl> DB::Impl::Open(const std::string& location, const Opti
     }
   }
   db->dataset_->SetCommitTimeout(options.commit_timeout);
+  if (!db->read_only_) {
+    db->dataset_->SetAutoCleanup(std::make_shared<lance::AutoCleanup>(options.version_retention));
+  }
   db->versions_ = std::make_unique<PinnedVersions>(*db->dataset_);
   db->lazy_ = std::make_unique<LazyValues>(*db->versions_, options.value_cache_size);
 

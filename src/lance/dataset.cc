@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kv0/arrow_c.h"
+#include "lance/auto_cleanup.h"
 #include "lance_c.h"
 
 namespace kv0::lance {
@@ -134,23 +135,17 @@ Dataset Dataset::Open(const std::string& uri, const StorageOptions& options, uin
 }
 
 Dataset Dataset::Create(const std::string& uri, const StorageOptions& options,
-                        const arrow::Schema& schema, const CreateOptions& create) {
+                        const arrow::Schema& schema) {
   arrow::OwnedSchema c_schema;
   arrow::ExportSchema(schema, c_schema.get());
-  return Create(uri, options, *c_schema.get(), create);
+  return Create(uri, options, *c_schema.get());
 }
 
 Dataset Dataset::Create(const std::string& uri, const StorageOptions& options,
-                        const ArrowSchema& schema, const CreateOptions& create) {
+                        const ArrowSchema& schema) {
   auto kv = KeyValues(options);
-  LanceCreateParams params{
-      .auto_cleanup_interval = create.auto_cleanup_interval,
-      .auto_cleanup_older_than_seconds =
-          static_cast<uint64_t>(create.auto_cleanup_older_than.count()),
-  };
   LanceDataset* raw = nullptr;
-  Check(lance_dataset_create(uri.c_str(), kv.data(), kv.size(), &schema, &params, &raw),
-        "create " + uri);
+  Check(lance_dataset_create(uri.c_str(), kv.data(), kv.size(), &schema, &raw), "create " + uri);
   return Dataset(uri, options, raw);
 }
 
@@ -159,6 +154,12 @@ bool Dataset::Exists(const std::string& uri, const StorageOptions& options) {
   bool exists = false;
   Check(lance_dataset_exists(uri.c_str(), kv.data(), kv.size(), &exists), "look for " + uri);
   return exists;
+}
+
+Dataset Dataset::Clone() const {
+  LanceDataset* raw = nullptr;
+  Check(lance_dataset_clone(raw_.get(), &raw), "clone the handle of " + uri_);
+  return Dataset(uri_, options_, raw);
 }
 
 uint64_t Dataset::version() const { return lance_dataset_version(raw_.get()); }
@@ -186,6 +187,13 @@ std::vector<VersionInfo> Dataset::Versions() const {
     }
   }
   return out;
+}
+
+VersionInfo Dataset::OldestVersion() const {
+  VersionInfo oldest;
+  Check(lance_dataset_oldest_version(raw_.get(), &oldest.version, &oldest.timestamp_us),
+        "find the oldest version of " + uri_);
+  return oldest;
 }
 
 std::vector<FragmentInfo> Dataset::Fragments() const {
@@ -266,22 +274,24 @@ std::atomic<const CommitHook*> commit_hook{nullptr};
 std::mutex all_hooks_mu;
 std::vector<std::unique_ptr<const CommitHook>> all_hooks;
 
-// Runs the commit hook, if any, around one commit.
+}  // namespace
+
 template <typename Commit>
-auto Committing(const std::string& uri, std::string_view operation, Commit&& commit) {
+auto Dataset::Committing(std::string_view operation, Commit&& commit) {
   const CommitHook* hook = commit_hook.load(std::memory_order_acquire);
-  if (hook) (*hook)(uri, operation, false);
+  if (hook) (*hook)(uri_, operation, false);
+  uint64_t before = cleanup_ ? version() : 0;
   if constexpr (std::is_void_v<decltype(commit())>) {
     commit();
-    if (hook) (*hook)(uri, operation, true);
+    if (hook) (*hook)(uri_, operation, true);
+    if (cleanup_) cleanup_->Committed(*this, before);
   } else {
     auto result = commit();
-    if (hook) (*hook)(uri, operation, true);
+    if (hook) (*hook)(uri_, operation, true);
+    if (cleanup_) cleanup_->Committed(*this, before);
     return result;
   }
 }
-
-}  // namespace
 
 bool IsOffsetOverflow(const Error& e) {
   std::string_view message = e.what();
@@ -316,7 +326,7 @@ StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseco
 }
 
 CommitResult Dataset::Append(arrow::OwnedStream rows) {
-  return Committing(uri_, "append", [&] {
+  return Committing("append", [&] {
     CommitResult result;
     uint64_t* ids = nullptr;
     size_t len = 0;
@@ -334,7 +344,7 @@ UncommittedFragments Dataset::WriteFragments(arrow::OwnedStream rows) {
 }
 
 CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added) {
-  return Committing(uri_, "update", [&] {
+  return Committing("update", [&] {
     CommitResult result;
     uint64_t* ids = nullptr;
     size_t len = 0;
@@ -360,7 +370,7 @@ CompactResult Dataset::Compact(const CompactOptions& options) {
   uint64_t* removed = nullptr;
   uint64_t* added = nullptr;
   size_t removed_len = 0, added_len = 0;
-  Committing(uri_, "compact", [&] {
+  Committing("compact", [&] {
     Check(lance_dataset_compact(raw_.get(), &c_options, &removed, &removed_len, &added, &added_len),
           "compact " + uri_);
   });
@@ -371,7 +381,7 @@ CompactResult Dataset::Compact(const CompactOptions& options) {
 }
 
 void Dataset::Delete(const std::string& predicate) {
-  Committing(uri_, "delete", [&] {
+  Committing("delete", [&] {
     Check(lance_dataset_delete(raw_.get(), predicate.c_str()), "delete from " + uri_);
   });
 }
@@ -379,7 +389,7 @@ void Dataset::Delete(const std::string& predicate) {
 void Dataset::AddNullColumns(const arrow::Schema& columns) {
   arrow::OwnedSchema schema;
   arrow::ExportSchema(columns, schema.get());
-  Committing(uri_, "add_columns", [&] {
+  Committing("add_columns", [&] {
     Check(lance_dataset_add_null_columns(raw_.get(), schema.get()), "add columns to " + uri_);
   });
 }
@@ -417,6 +427,15 @@ std::map<std::string, uint64_t> Dataset::Tags() const {
     for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace(names.value(i), versions.value(i));
   }
   return out;
+}
+
+void Dataset::SetAutoCleanup(std::shared_ptr<AutoCleanup> cleanup) {
+  std::map<std::string, std::optional<std::string>> lances;
+  for (const auto& [key, value] : Config()) {
+    if (key.starts_with("lance.auto_cleanup.")) lances[key] = std::nullopt;
+  }
+  if (!lances.empty()) UpdateConfig(lances);
+  cleanup_ = std::move(cleanup);
 }
 
 CleanupStats Dataset::CleanupOldVersions(std::chrono::seconds older_than, bool error_if_tagged) {

@@ -27,6 +27,8 @@ struct LanceFragments;
 
 namespace kv0::lance {
 
+class AutoCleanup;  // auto_cleanup.h
+
 // Object-store settings handed to Lance unchanged (aws_endpoint, ...).
 using StorageOptions = std::map<std::string, std::string>;
 
@@ -58,13 +60,6 @@ struct CommitResult {
 struct CompactResult {
   std::vector<uint64_t> removed;  // fragments the rewrite replaced
   std::vector<uint64_t> added;    // fragments it wrote instead
-};
-
-struct CreateOptions {
-  // Lance's automatic cleanup: every `interval` commits, remove versions
-  // older than `older_than`. An interval of 0 keeps every version.
-  uint32_t auto_cleanup_interval = 0;
-  std::chrono::seconds auto_cleanup_older_than{0};
 };
 
 struct ScanOptions {
@@ -120,12 +115,13 @@ class Dataset {
   // or the version `tag` names. NotFound if there is none.
   static Dataset Open(const std::string& uri, const StorageOptions& options, uint64_t version = 0,
                       const std::string& tag = "");
-  // Creates an empty dataset. Conflict if one exists already.
+  // Creates an empty dataset. Conflict if one exists already. Lance's own
+  // automatic cleanup stays off (see auto_cleanup.h for kv0's).
   static Dataset Create(const std::string& uri, const StorageOptions& options,
-                        const arrow::Schema& schema, const CreateOptions& create);
+                        const arrow::Schema& schema);
   // The same for a schema received over the C Data Interface (borrowed).
   static Dataset Create(const std::string& uri, const StorageOptions& options,
-                        const ArrowSchema& schema, const CreateOptions& create);
+                        const ArrowSchema& schema);
   static bool Exists(const std::string& uri, const StorageOptions& options);
 
   Dataset(Dataset&&) noexcept = default;
@@ -135,6 +131,11 @@ class Dataset {
   const std::string& uri() const { return uri_; }
   const StorageOptions& storage_options() const { return options_; }
 
+  // A second handle at this one's version that moves on its own (no I/O;
+  // memory:// datasets too). Neither the commit timeout nor the automatic
+  // cleanup is copied.
+  Dataset Clone() const;
+
   // --- Versions -----------------------------------------------------------
   uint64_t version() const;
   // The newest version in storage, found without loading it.
@@ -142,6 +143,9 @@ class Dataset {
   // Moves to the newest version in storage.
   void CheckoutLatest();
   std::vector<VersionInfo> Versions() const;
+  // The oldest stored version that no tag names: one listing of the
+  // versions and one manifest read, where Versions() reads every manifest.
+  VersionInfo OldestVersion() const;
 
   // --- Reading the current version -----------------------------------------
   std::vector<FragmentInfo> Fragments() const;
@@ -190,6 +194,11 @@ class Dataset {
   void CreateTag(const std::string& tag, uint64_t version);
   void DeleteTag(const std::string& tag);
   std::map<std::string, uint64_t> Tags() const;
+  // After each later commit through this handle, lets `cleanup` decide
+  // whether to remove old versions in the background. Datasets that still
+  // carry Lance's automatic-cleanup settings (earlier kv0 builds created them
+  // so) lose them here, in one commit: Lance would run it inside commits.
+  void SetAutoCleanup(std::shared_ptr<AutoCleanup> cleanup);
   // Removes versions older than `older_than` that no tag names (never the
   // current one). With error_if_tagged, a tagged old version fails the call.
   CleanupStats CleanupOldVersions(std::chrono::seconds older_than, bool error_if_tagged = false);
@@ -202,12 +211,18 @@ class Dataset {
  private:
   Dataset(std::string uri, StorageOptions options, LanceDataset* raw);
 
+  // Runs one commit between the testing hook's calls, then the cleanup's
+  // check.
+  template <typename Commit>
+  auto Committing(std::string_view operation, Commit&& commit);
+
   struct Free {
     void operator()(LanceDataset* raw) const;
   };
   std::string uri_;
   StorageOptions options_;
   std::unique_ptr<LanceDataset, Free> raw_;
+  std::shared_ptr<AutoCleanup> cleanup_;
 };
 
 // Storage options with kv0's defaults for object-store clients added where

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "lance/arrow.h"
+#include "lance/auto_cleanup.h"
 #include "tracking/schema.h"
 #include "tracking/tables.h"
 
@@ -382,21 +383,28 @@ std::string RecordsStore::TableUri(const std::string& table) const {
 }
 
 lance::Dataset RecordsStore::OpenOrCreate(const std::string& uri) {
-  try {
+  auto dataset = [&] {
+    try {
+      return lance::Dataset::Open(uri, options_);
+    } catch (const Error& e) {
+      if (!IsNotFound(e)) throw;
+    }
+    try {
+      return lance::Dataset::Create(uri, options_, RecordsSchema());
+    } catch (const Error& e) {
+      if (e.code() != Code::kConflict) throw;  // another writer created it first
+    }
     return lance::Dataset::Open(uri, options_);
-  } catch (const Error& e) {
-    if (!IsNotFound(e)) throw;
+  }();
+  std::shared_ptr<lance::AutoCleanup> cleanup;
+  {
+    std::lock_guard lock(cleanups_mu_);
+    auto& slot = cleanups_[uri];
+    if (!slot) slot = std::make_shared<lance::AutoCleanup>(version_retention_);
+    cleanup = slot;
   }
-  lance::CreateOptions create{
-      .auto_cleanup_interval = 20,
-      .auto_cleanup_older_than = version_retention_,
-  };
-  try {
-    return lance::Dataset::Create(uri, options_, RecordsSchema(), create);
-  } catch (const Error& e) {
-    if (e.code() != Code::kConflict) throw;  // another writer created it first
-  }
-  return lance::Dataset::Open(uri, options_);
+  dataset.SetAutoCleanup(std::move(cleanup));
+  return dataset;
 }
 
 uint64_t RecordsStore::Append(const std::string& table, std::span<const Record> rows) {

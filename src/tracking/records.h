@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -125,6 +127,7 @@ class RecordsStore {
  private:
   std::string RecordsDirUri() const;
   void RemoveTagStaging(const std::string& table) const;
+  // The table's dataset for a write, with the table's automatic cleanup.
   lance::Dataset OpenOrCreate(const std::string& uri);
   std::vector<StoredRecord> ReadStored(const std::string& table, const RecordQuery& query,
                                        const Hidden& hidden);
@@ -135,6 +138,10 @@ class RecordsStore {
   lance::StorageOptions options_;
   HybridClock* clock_;
   std::chrono::seconds version_retention_;
+  // Each table's AutoCleanup outlives the handles a write opens, so that its
+  // schedule (and a running job) belongs to the store, by dataset URI.
+  std::mutex cleanups_mu_;
+  std::map<std::string, std::shared_ptr<lance::AutoCleanup>> cleanups_;
 };
 
 }  // namespace kv0::tracking

@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "lance/auto_cleanup.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 #include "util/location.h"
@@ -107,10 +108,6 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
 
 void RepoImpl::OpenTables() {
   const auto& storage = options_.storage_options;
-  lance::CreateOptions create{
-      .auto_cleanup_interval = 20,
-      .auto_cleanup_older_than = options_.version_retention,
-  };
   for (int t = 0; t < kTableCount; ++t) {
     std::string uri = uri_ + "/" + std::string(TableDir(t));
     try {
@@ -118,14 +115,15 @@ void RepoImpl::OpenTables() {
     } catch (const Error& e) {
       if (e.code() != Code::kNotFound) throw;
       try {
-        tables_[t] = std::make_shared<lance::Dataset>(
-            lance::Dataset::Create(uri, storage, TableSchema(t), create));
+        tables_[t] =
+            std::make_shared<lance::Dataset>(lance::Dataset::Create(uri, storage, TableSchema(t)));
       } catch (const Error& again) {
         if (again.code() != Code::kConflict) throw;  // another handle created it first
         tables_[t] = std::make_shared<lance::Dataset>(lance::Dataset::Open(uri, storage));
       }
     }
     tables_[t]->SetCommitTimeout(options_.commit_timeout);
+    tables_[t]->SetAutoCleanup(std::make_shared<lance::AutoCleanup>(options_.version_retention));
   }
   // Tables written before the later columns existed gain them, all null (a
   // metadata-only commit). Two handles racing here: the loser's commit fails

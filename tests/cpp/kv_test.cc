@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -489,6 +490,38 @@ TEST_F(KvTest, TagsSurviveCleanup) {
   EXPECT_EQ(tagged->Get("a"), "1");
   db->DeleteTag("first");
   EXPECT_TRUE(db->Tags().empty());
+}
+
+// With a retention of 0 every 20th version starts a background cleanup that
+// removes every version but the newest, while the handles flush, compact and
+// read values stored lazily in fragments those versions named.
+TEST_F(KvTest, AutomaticCleanupKeepsEveryKey) {
+  auto o = Opts();
+  o.lazy_value_threshold = 16;
+  o.version_retention = std::chrono::seconds(0);
+  o.refresh_interval = std::chrono::hours(1);
+  auto a = Open(o);
+  auto b = DB::Open(Path(), o);
+  std::map<std::string, std::string> expected;
+  for (int round = 0; round < 60; ++round) {
+    DB& writer = round % 3 == 0 ? *b : *a;
+    for (int i = 0; i < 5; ++i) {
+      std::string key = "k" + std::to_string((round * 7 + i) % 40);
+      std::string value = std::string(round % 2 ? 100 : 4, 'v') + std::to_string(round);
+      writer.Put(key, value);
+      expected[key] = value;
+    }
+    writer.Flush();
+    a->Refresh();
+    for (const auto& [key, value] : expected) ASSERT_EQ(a->Get(key), value) << key;
+  }
+  b->Refresh();
+  for (const auto& [key, value] : expected) EXPECT_EQ(b->Get(key), value) << key;
+  EXPECT_LT(a->Versions().size(), 40u) << "no automatic cleanup ran";
+  a->Close();
+  b->Close();
+  auto again = Open(o);
+  for (const auto& [key, value] : expected) EXPECT_EQ(again->Get(key), value) << key;
 }
 
 TEST_F(KvTest, TwoHandlesConverge) {

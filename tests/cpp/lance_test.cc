@@ -86,7 +86,7 @@ TEST_P(DatasetTest, CreateOpenExists) {
         }
       },
       Error);
-  Dataset created = Dataset::Create(uri, {}, kSchema, {});
+  Dataset created = Dataset::Create(uri, {}, kSchema);
   EXPECT_EQ(created.version(), 1u);
   EXPECT_EQ(created.CountRows(), 0u);
   EXPECT_TRUE(created.Fragments().empty());
@@ -95,7 +95,7 @@ TEST_P(DatasetTest, CreateOpenExists) {
     Dataset opened = Dataset::Open(uri, {});
     EXPECT_EQ(opened.version(), 1u);
     try {
-      Dataset::Create(uri, {}, kSchema, {});
+      Dataset::Create(uri, {}, kSchema);
       FAIL() << "created a dataset twice";
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), Code::kConflict);
@@ -104,7 +104,7 @@ TEST_P(DatasetTest, CreateOpenExists) {
 }
 
 TEST_P(DatasetTest, SchemaRoundTrips) {
-  Dataset ds = Dataset::Create(Uri("s.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("s.lance"), {}, kSchema);
   arrow::OwnedSchema schema = ds.Schema();
   ASSERT_EQ(schema->n_children, 3);
   EXPECT_STREQ(schema->children[0]->name, "id");
@@ -116,7 +116,7 @@ TEST_P(DatasetTest, SchemaRoundTrips) {
 }
 
 TEST_P(DatasetTest, AppendMakesOneFragmentPerCommit) {
-  Dataset ds = Dataset::Create(Uri("a.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("a.lance"), {}, kSchema);
   CommitResult first = ds.Append(Rows(0, 3000));
   EXPECT_EQ(first.version, 2u);
   ASSERT_EQ(first.fragment_ids.size(), 1u);
@@ -138,7 +138,7 @@ TEST_P(DatasetTest, AppendMakesOneFragmentPerCommit) {
 }
 
 TEST_P(DatasetTest, EmptyAppendCommitsNothing) {
-  Dataset ds = Dataset::Create(Uri("e.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("e.lance"), {}, kSchema);
   arrow::OwnedStream empty;
   arrow::MakeStream(kSchema, std::vector<arrow::OwnedArray>{}, &empty);
   CommitResult result = ds.Append(std::move(empty));
@@ -148,7 +148,7 @@ TEST_P(DatasetTest, EmptyAppendCommitsNothing) {
 }
 
 TEST_P(DatasetTest, ScanProjectsFiltersAndPicksFragments) {
-  Dataset ds = Dataset::Create(Uri("scan.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("scan.lance"), {}, kSchema);
   uint64_t f1 = ds.Append(Rows(0, 100)).fragment_ids.at(0);
   uint64_t f2 = ds.Append(Rows(100, 100)).fragment_ids.at(0);
 
@@ -187,7 +187,7 @@ TEST_P(DatasetTest, ScanProjectsFiltersAndPicksFragments) {
 }
 
 TEST_P(DatasetTest, RowAddressesAndTake) {
-  Dataset ds = Dataset::Create(Uri("take.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("take.lance"), {}, kSchema);
   ds.Append(Rows(0, 50));
   uint64_t fragment = ds.Append(Rows(50, 50)).fragment_ids.at(0);
 
@@ -219,7 +219,7 @@ TEST_P(DatasetTest, RowAddressesAndTake) {
 }
 
 TEST_P(DatasetTest, TakeAfterDeleteStillReadsLiveRows) {
-  Dataset ds = Dataset::Create(Uri("del.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("del.lance"), {}, kSchema);
   uint64_t fragment = ds.Append(Rows(0, 20)).fragment_ids.at(0);
   ds.Delete("id < 10");
   EXPECT_EQ(ds.CountRows(), 10u);
@@ -240,7 +240,7 @@ TEST_P(DatasetTest, TakeAfterDeleteStillReadsLiveRows) {
 }
 
 TEST_P(DatasetTest, UpdateReplacesFragments) {
-  Dataset ds = Dataset::Create(Uri("upd.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("upd.lance"), {}, kSchema);
   uint64_t a = ds.Append(Rows(0, 10)).fragment_ids.at(0);
   uint64_t b = ds.Append(Rows(10, 10)).fragment_ids.at(0);
   uint64_t c = ds.Append(Rows(20, 10)).fragment_ids.at(0);
@@ -278,7 +278,7 @@ TEST_P(DatasetTest, CompactLeavesFullFragmentsAlone) {
     arrow::MakeStream(schema, std::move(batches), &stream);
     return stream;
   };
-  Dataset ds = Dataset::Create(Uri("full.lance"), {}, schema, {});
+  Dataset ds = Dataset::Create(Uri("full.lance"), {}, schema);
   std::set<uint64_t> full;
   for (uint64_t i = 0; i < 2; ++i) {
     full.insert(ds.Append(ids(i * kCompactTargetRows, kCompactTargetRows)).fragment_ids.at(0));
@@ -298,7 +298,7 @@ TEST_P(DatasetTest, CompactLeavesFullFragmentsAlone) {
 }
 
 TEST_P(DatasetTest, CompactReportsReplacedFragments) {
-  Dataset ds = Dataset::Create(Uri("compact.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("compact.lance"), {}, kSchema);
   std::set<uint64_t> before;
   for (int i = 0; i < 5; ++i) before.insert(ds.Append(Rows(i * 10, 10)).fragment_ids.at(0));
   CompactResult result = ds.Compact({});
@@ -315,7 +315,7 @@ TEST_P(DatasetTest, CompactReportsReplacedFragments) {
 }
 
 TEST_P(DatasetTest, AddNullColumnsKeepsRows) {
-  Dataset ds = Dataset::Create(Uri("cols.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("cols.lance"), {}, kSchema);
   ds.Append(Rows(0, 10));
   ds.AddNullColumns({{"extra", Type::kFloat64, true}, {"tags", Type::kListUtf8, true}});
   ScanOptions options;
@@ -336,7 +336,7 @@ TEST_P(DatasetTest, AddNullColumnsKeepsRows) {
 }
 
 TEST_P(DatasetTest, BTreeIndexIsCreatedThenUpdated) {
-  Dataset ds = Dataset::Create(Uri("idx.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("idx.lance"), {}, kSchema);
   ds.Append(Rows(0, 1000));
   ds.CreateScalarIndex("id", "id_idx");
   EXPECT_EQ(ds.Indices(), (std::map<std::string, std::string>{{"id_idx", "id"}}));
@@ -350,7 +350,7 @@ TEST_P(DatasetTest, BTreeIndexIsCreatedThenUpdated) {
 }
 
 TEST_P(DatasetTest, ZoneMapIndexServesRanges) {
-  Dataset ds = Dataset::Create(Uri("zones.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("zones.lance"), {}, kSchema);
   ds.Append(Rows(0, 5000));
   ds.CreateScalarIndex("id", "id_zones", Dataset::IndexKind::kZoneMap);
   EXPECT_EQ(ds.Indices(), (std::map<std::string, std::string>{{"id_zones", "id"}}));
@@ -361,7 +361,7 @@ TEST_P(DatasetTest, ZoneMapIndexServesRanges) {
 }
 
 TEST_P(DatasetTest, ConfigAndMetadata) {
-  Dataset ds = Dataset::Create(Uri("cfg.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("cfg.lance"), {}, kSchema);
   ds.UpdateMetadata({{"kv0.sorted_fragments", "1,2"}, {"other", "x"}});
   ds.UpdateConfig({{"kv0.test", "yes"}});
   EXPECT_EQ(ds.Metadata().at("kv0.sorted_fragments"), "1,2");
@@ -372,7 +372,7 @@ TEST_P(DatasetTest, ConfigAndMetadata) {
 }
 
 TEST_P(DatasetTest, VersionsAndTags) {
-  Dataset ds = Dataset::Create(Uri("ver.lance"), {}, kSchema, {});
+  Dataset ds = Dataset::Create(Uri("ver.lance"), {}, kSchema);
   ds.Append(Rows(0, 5));
   ds.Append(Rows(5, 5));
   auto versions = ds.Versions();
@@ -404,7 +404,7 @@ class LocalDatasetTest : public ::testing::Test {
 
 TEST_F(LocalDatasetTest, OpenAtVersionAndTag) {
   std::string uri = dir_ / "tt.lance";
-  Dataset ds = Dataset::Create(uri, {}, kSchema, {});
+  Dataset ds = Dataset::Create(uri, {}, kSchema);
   ds.Append(Rows(0, 5));
   ds.CreateTag("v2", 2);
   ds.Append(Rows(5, 5));
@@ -417,7 +417,7 @@ TEST_F(LocalDatasetTest, OpenAtVersionAndTag) {
 
 TEST_F(LocalDatasetTest, LatestVersionSeesOtherWriters) {
   std::string uri = dir_ / "lv.lance";
-  Dataset writer = Dataset::Create(uri, {}, kSchema, {});
+  Dataset writer = Dataset::Create(uri, {}, kSchema);
   Dataset reader = Dataset::Open(uri, {});
   writer.Append(Rows(0, 5));
   EXPECT_EQ(reader.version(), 1u);
@@ -430,7 +430,7 @@ TEST_F(LocalDatasetTest, LatestVersionSeesOtherWriters) {
 
 TEST_F(LocalDatasetTest, ConcurrentAppendsBothLand) {
   std::string uri = dir_ / "ca.lance";
-  Dataset a = Dataset::Create(uri, {}, kSchema, {});
+  Dataset a = Dataset::Create(uri, {}, kSchema);
   Dataset b = Dataset::Open(uri, {});
   a.Append(Rows(0, 10));
   // b still reads version 1; its append rebases onto a's.
@@ -452,7 +452,7 @@ TEST_F(LocalDatasetTest, RacingCreatesNeverOverwriteAppendedRows) {
       try {
         std::optional<Dataset> ds;
         try {
-          ds.emplace(Dataset::Create(uri, {}, kSchema, {}));
+          ds.emplace(Dataset::Create(uri, {}, kSchema));
           ++created;
         } catch (const Error& e) {
           EXPECT_EQ(e.code(), Code::kConflict) << e.what();
@@ -473,7 +473,7 @@ TEST_F(LocalDatasetTest, RacingCreatesNeverOverwriteAppendedRows) {
 
 TEST_F(LocalDatasetTest, TwoUpdatesOverTheSameFragmentsConflict) {
   std::string uri = dir_ / "conflict.lance";
-  Dataset a = Dataset::Create(uri, {}, kSchema, {});
+  Dataset a = Dataset::Create(uri, {}, kSchema);
   uint64_t f1 = a.Append(Rows(0, 10)).fragment_ids.at(0);
   uint64_t f2 = a.Append(Rows(10, 10)).fragment_ids.at(0);
   Dataset b = Dataset::Open(uri, {});
@@ -503,7 +503,7 @@ TEST_F(LocalDatasetTest, TwoUpdatesOverTheSameFragmentsConflict) {
 
 TEST_F(LocalDatasetTest, TagSurvivesCleanup) {
   std::string uri = dir_ / "tag.lance";
-  Dataset ds = Dataset::Create(uri, {}, kSchema, {});
+  Dataset ds = Dataset::Create(uri, {}, kSchema);
   ds.Append(Rows(0, 10));
   ds.CreateTag("keep", 2);
   ds.Append(Rows(10, 10));
@@ -520,19 +520,9 @@ TEST_F(LocalDatasetTest, TagSurvivesCleanup) {
   EXPECT_THROW(Dataset::Open(uri, {}, 3), Error);
 }
 
-TEST_F(LocalDatasetTest, AutoCleanupRemovesOldVersions) {
-  std::string uri = dir_ / "auto.lance";
-  Dataset ds = Dataset::Create(
-      uri, {}, kSchema,
-      {.auto_cleanup_interval = 2, .auto_cleanup_older_than = std::chrono::seconds(0)});
-  for (int i = 0; i < 6; ++i) ds.Append(Rows(i, 1));
-  EXPECT_LT(ds.Versions().size(), 7u);
-  EXPECT_EQ(ds.CountRows(), 6u);
-}
-
 TEST_F(LocalDatasetTest, ConcurrentCallsOnOneHandle) {
   std::string uri = dir_ / "threads.lance";
-  Dataset ds = Dataset::Create(uri, {}, kSchema, {});
+  Dataset ds = Dataset::Create(uri, {}, kSchema);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&ds, t] {
@@ -556,7 +546,7 @@ TEST(LanceLog, CallbackReceivesRecords) {
       },
       nullptr, 5);
   testing::TempDir dir;
-  Dataset ds = Dataset::Create(dir / "log.lance", {}, kSchema, {});
+  Dataset ds = Dataset::Create(dir / "log.lance", {}, kSchema);
   ds.Append(Rows(0, 10));
   ds.Compact({});
   SetLogCallback(nullptr, nullptr, 0);

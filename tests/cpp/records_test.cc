@@ -659,7 +659,7 @@ TEST_F(RecordsTest, MigratesTheLegacyTable) {
 
   // records.lance as earlier versions wrote it: every table's rows together.
   std::string legacy_uri = dir_ / "records.lance";
-  auto legacy = lance::Dataset::Create(legacy_uri, {}, RecordsSchema(), {});
+  auto legacy = lance::Dataset::Create(legacy_uri, {}, RecordsSchema());
   arrow::BatchBuilder b(RecordsSchema());
   struct Old {
     uint64_t seq;

@@ -114,7 +114,7 @@ TEST_F(RepoRecordsTest, PurgeRefusesATagHoldingADeletedRunThenForceRemovesEveryB
 TEST_F(RepoRecordsTest, LegacyRecordsTableIsMigratedOnOpenAndKept) {
   std::filesystem::create_directories(Uri());
   {
-    auto legacy = lance::Dataset::Create(Uri() + "/records.lance", {}, RecordsSchema(), {});
+    auto legacy = lance::Dataset::Create(Uri() + "/records.lance", {}, RecordsSchema());
     arrow::BatchBuilder b(RecordsSchema());
     for (auto [seq, table, item] : {std::tuple{10, "evals", "a"}, {11, "labels", "b"}}) {
       b.uint64(0).Append(seq);

@@ -693,6 +693,40 @@ TEST_F(RepoTest, TwoWritersOfOneSeriesBothCount) {
   }
 }
 
+// With a retention of 0, every table's 20th version starts a background
+// cleanup that removes all but its newest version while both writers flush,
+// optimize and read.
+TEST_F(RepoTest, AutomaticCleanupKeepsEveryPoint) {
+  RepoOptions o = Opts();
+  o.version_retention = std::chrono::seconds(0);
+  Repo a = Repo::Open(Uri(), o);
+  Repo b = Repo::Open(Uri(), o);
+  NewRun spec;
+  spec.run_id = "shared";
+  tracking::Run a_run = a.CreateRun(spec);
+  a.Flush();
+  tracking::Run b_run = b.ResumeRun("shared");
+  const uint64_t id = SeriesId("shared", "m", json::object());
+  std::vector<Pt> all;
+  for (int64_t round = 0; round < 50; ++round) {
+    bool by_a = round % 2 == 0;
+    std::vector<Pt> points = {{round, 1.0 * round, 100 + round}};
+    Write(by_a ? a_run : b_run, "m", points);
+    all.push_back(points[0]);
+    (by_a ? a : b).Flush();
+    if (round == 30) b.Optimize();
+    ASSERT_EQ(a.ReadMany(Ids({id})), (std::map<uint64_t, MetricData>{{id, ToData(all)}}))
+        << "round " << round;
+  }
+  EXPECT_EQ(b.GetSeriesStats(Ids({id}))[id], Expected(all));
+  EXPECT_LT(lance::Dataset::Open(Uri() + "/metrics.lance", {}).Versions().size(), 40u)
+      << "no automatic cleanup ran";
+  a.Close();
+  b.Close();
+  Repo again = Open();
+  EXPECT_EQ(again.ReadMany(Ids({id})), (std::map<uint64_t, MetricData>{{id, ToData(all)}}));
+}
+
 // --- 6. Time ranges with overwritten steps ----------------------------------
 
 TEST_F(RepoTest, TimeRangesChooseTheLatestPointOfEachStepFirst) {
@@ -1024,7 +1058,6 @@ class OldTablesTest : public RepoTest {
   // runs.lance and metrics.lance as kv0 wrote them before the late columns,
   // each with one row, and series.lance naming the old point's series.
   void SetUp() override {
-    lance::CreateOptions create{20, std::chrono::hours(24 * 7)};
     const arrow::Schema runs = Without(RunsSchema(), RunsLateColumns());
     ASSERT_EQ(runs.size(), RunsSchema().size() - 3);
     arrow::BatchBuilder run(runs);
@@ -1039,7 +1072,7 @@ class OldTablesTest : public RepoTest {
     run.timestamp(Col(runs, "created_at")).Append(5'000'000);
     run.timestamp(Col(runs, "updated_at")).Append(6'000'000);
     run.timestamp(Col(runs, "ended_at")).Append(7'000'000);
-    lance::Dataset::Create(Uri() + "/runs.lance", {}, runs, create).Append(OneBatch(run));
+    CreateAsEarlierBuilds(Uri() + "/runs.lance", runs).Append(OneBatch(run));
 
     const arrow::Schema metrics = Without(MetricsSchema(), MetricsLateColumns());
     ASSERT_EQ(metrics.size(), MetricsSchema().size() - MetricsLateColumns().size());
@@ -1049,7 +1082,7 @@ class OldTablesTest : public RepoTest {
     point.int64(Col(metrics, "epoch")).AppendNull();
     point.timestamp(Col(metrics, "timestamp")).Append(6'500'000);
     point.float64(Col(metrics, "value")).Append(2.5);
-    lance::Dataset::Create(Uri() + "/metrics.lance", {}, metrics, create).Append(OneBatch(point));
+    CreateAsEarlierBuilds(Uri() + "/metrics.lance", metrics).Append(OneBatch(point));
 
     const arrow::Schema& series = SeriesSchema();
     arrow::BatchBuilder s(series);
@@ -1058,7 +1091,15 @@ class OldTablesTest : public RepoTest {
     s.utf8(Col(series, "name")).Append("loss");
     s.utf8(Col(series, "context")).Append("{}");
     s.timestamp(Col(series, "created_at")).Append(5'500'000);
-    lance::Dataset::Create(Uri() + "/series.lance", {}, series, create).Append(OneBatch(s));
+    CreateAsEarlierBuilds(Uri() + "/series.lance", series).Append(OneBatch(s));
+  }
+
+  // Earlier builds had Lance clean up inside every 20th commit.
+  static lance::Dataset CreateAsEarlierBuilds(const std::string& uri, const arrow::Schema& schema) {
+    auto dataset = lance::Dataset::Create(uri, {}, schema);
+    dataset.UpdateConfig(
+        {{"lance.auto_cleanup.interval", "20"}, {"lance.auto_cleanup.older_than", "7days"}});
+    return dataset;
   }
 
   RunInfo OldRun() {
@@ -1115,6 +1156,13 @@ TEST_F(OldTablesTest, OpenAddsLateColumnsAndOldRowsSetEveryField) {
   ASSERT_TRUE(got);
   expected.updated_at_us = got->updated_at_us;
   EXPECT_EQ(*got, expected);
+
+  // Lance no longer cleans up inside commits (kv0 does, after them).
+  for (std::string_view table : {kRunsTable, kMetricsTable, kSeriesTable}) {
+    for (const auto& [key, value] : Table(Uri(), table).Config()) {
+      EXPECT_FALSE(key.starts_with("lance.auto_cleanup")) << table << " keeps " << key;
+    }
+  }
 
   // Opening again finds the columns in place.
   repo.Close();

@@ -51,7 +51,7 @@ TEST(TrackingSchema, EveryTableRoundTripsThroughLance) {
   kv0::testing::TempDir dir;
   for (const auto* schema : {&RunsSchema(), &ParamsSchema(), &SeriesSchema(), &MetricsSchema()}) {
     auto ds = lance::Dataset::Create(dir / std::to_string(reinterpret_cast<uintptr_t>(schema)), {},
-                                     *schema, {});
+                                     *schema);
     ExpectStored(ds, *schema);
   }
 }
@@ -59,13 +59,13 @@ TEST(TrackingSchema, EveryTableRoundTripsThroughLance) {
 TEST(TrackingSchema, LateColumnsCompleteOldTables) {
   kv0::testing::TempDir dir;
   arrow::Schema old_runs(RunsSchema().begin(), RunsSchema().end() - 3);
-  auto runs = lance::Dataset::Create(dir / "runs.lance", {}, old_runs, {});
+  auto runs = lance::Dataset::Create(dir / "runs.lance", {}, old_runs);
   runs.AddNullColumns(RunsLateColumns());
   ExpectStored(runs, RunsSchema());
 
   arrow::Schema old_metrics(MetricsSchema().begin(),
                             MetricsSchema().end() - MetricsLateColumns().size());
-  auto metrics = lance::Dataset::Create(dir / "metrics.lance", {}, old_metrics, {});
+  auto metrics = lance::Dataset::Create(dir / "metrics.lance", {}, old_metrics);
   metrics.AddNullColumns(MetricsLateColumns());
   ExpectStored(metrics, MetricsSchema());
 }

@@ -65,14 +65,6 @@ typedef struct LanceKeyValue {
   const char *value;
 } LanceKeyValue;
 
-// Settings for a new dataset.
-typedef struct LanceCreateParams {
-  // Run Lance's automatic cleanup every this many commits; 0 turns it off.
-  uint32_t auto_cleanup_interval;
-  // The automatic cleanup removes versions older than this many seconds.
-  uint64_t auto_cleanup_older_than_seconds;
-} LanceCreateParams;
-
 // Receives one log record. `level` is 1 (error) to 5 (trace); the strings
 // are valid only during the call. It may be called from any thread. NULL
 // where a callback is optional.
@@ -129,12 +121,12 @@ int32_t lance_dataset_open(const char *uri,
                            struct LanceDataset **out_dataset);
 
 // Creates an empty dataset with `schema` (borrowed: the caller still
-// releases it). Fails with LANCE_ALREADY_EXISTS if one is there.
+// releases it). Fails with LANCE_ALREADY_EXISTS if one is there. Lance's
+// automatic cleanup stays off: it would run inside commits.
 int32_t lance_dataset_create(const char *uri,
                              const struct LanceKeyValue *options,
                              size_t options_len,
                              const struct ArrowSchema *schema,
-                             const struct LanceCreateParams *params,
                              struct LanceDataset **out_dataset);
 
 // Sets `*out_exists` to whether a dataset is stored at `uri`.
@@ -154,6 +146,11 @@ int32_t lance_list_dir(const char *uri,
 // Closes a handle. NULL is accepted.
 void lance_dataset_free(struct LanceDataset *dataset);
 
+// A second handle at the handle's version, sharing its object store (so it
+// also works for memory:// datasets) and moving independently of it. The
+// commit timeout is not copied.
+int32_t lance_dataset_clone(const struct LanceDataset *dataset, struct LanceDataset **out_dataset);
+
 // The version the handle reads.
 uint64_t lance_dataset_version(const struct LanceDataset *dataset);
 
@@ -167,6 +164,13 @@ int32_t lance_dataset_checkout_latest(const struct LanceDataset *dataset);
 // timestamp[us, UTC]).
 int32_t lance_dataset_versions(const struct LanceDataset *dataset,
                                struct ArrowArrayStream *out_stream);
+
+// The oldest stored version that no tag names, and its commit time in
+// microseconds since the Unix epoch: a listing of the versions and one
+// manifest read, where `lance_dataset_versions` reads every manifest.
+int32_t lance_dataset_oldest_version(const struct LanceDataset *dataset,
+                                     uint64_t *out_version,
+                                     int64_t *out_timestamp_us);
 
 // Lists the fragments of the handle's version as a stream of (id uint64,
 // data_file utf8, physical_rows uint64, deletion_file utf8?, deleted_rows

@@ -13,7 +13,7 @@ use arrow::record_batch::{RecordBatch, RecordBatchIterator};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
-use lance::dataset::{AutoCleanupParams, CommitBuilder, InsertBuilder, WriteMode, WriteParams};
+use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::io::{ObjectStore, ObjectStoreParams, StorageOptionsAccessor};
 use lance::Dataset;
 
@@ -65,15 +65,6 @@ impl LanceDataset {
 /// Borrows the handle behind a C pointer.
 pub fn handle<'a>(ptr: *const LanceDataset) -> Result<&'a LanceDataset> {
     unsafe { ptr.as_ref() }.ok_or_else(|| Failure::invalid("dataset handle must not be NULL"))
-}
-
-/// Settings for a new dataset.
-#[repr(C)]
-pub struct LanceCreateParams {
-    /// Run Lance's automatic cleanup every this many commits; 0 turns it off.
-    pub auto_cleanup_interval: u32,
-    /// The automatic cleanup removes versions older than this many seconds.
-    pub auto_cleanup_older_than_seconds: u64,
 }
 
 fn store_params(options: HashMap<String, String>) -> ObjectStoreParams {
@@ -148,14 +139,14 @@ async fn create_empty(
 }
 
 /// Creates an empty dataset with `schema` (borrowed: the caller still
-/// releases it). Fails with LANCE_ALREADY_EXISTS if one is there.
+/// releases it). Fails with LANCE_ALREADY_EXISTS if one is there. Lance's
+/// automatic cleanup stays off: it would run inside commits.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_create(
     uri: *const c_char,
     options: *const LanceKeyValue,
     options_len: usize,
     schema: *const FFI_ArrowSchema,
-    params: *const LanceCreateParams,
     out_dataset: *mut *mut LanceDataset,
 ) -> i32 {
     guard(|| {
@@ -165,18 +156,10 @@ pub unsafe extern "C" fn lance_dataset_create(
             .as_ref()
             .ok_or_else(|| Failure::invalid("schema must not be NULL"))?;
         let schema = Arc::new(Schema::try_from(schema)?);
-        let params = params
-            .as_ref()
-            .ok_or_else(|| Failure::invalid("create params must not be NULL"))?;
         let out_dataset = out(out_dataset, "output dataset")?;
-        let auto_cleanup = (params.auto_cleanup_interval > 0).then(|| AutoCleanupParams {
-            interval: params.auto_cleanup_interval as usize,
-            older_than: chrono::TimeDelta::seconds(params.auto_cleanup_older_than_seconds as i64),
-        });
         let write_params = WriteParams {
             mode: WriteMode::Create,
             store_params: Some(store_params(options.clone())),
-            auto_cleanup,
             ..Default::default()
         };
         let dataset = block_on(async move {
@@ -270,6 +253,22 @@ pub unsafe extern "C" fn lance_dataset_free(dataset: *mut LanceDataset) {
     }
 }
 
+/// A second handle at the handle's version, sharing its object store (so it
+/// also works for memory:// datasets) and moving independently of it. The
+/// commit timeout is not copied.
+#[no_mangle]
+pub unsafe extern "C" fn lance_dataset_clone(
+    dataset: *const LanceDataset,
+    out_dataset: *mut *mut LanceDataset,
+) -> i32 {
+    guard(|| {
+        let dataset = handle(dataset)?.snapshot();
+        let out_dataset = out(out_dataset, "output dataset")?;
+        *out_dataset = Box::into_raw(Box::new(LanceDataset::new(dataset)));
+        Ok(())
+    })
+}
+
 /// The version the handle reads.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_version(dataset: *const LanceDataset) -> u64 {
@@ -329,6 +328,43 @@ pub unsafe extern "C" fn lance_dataset_versions(
         .with_timezone("UTC");
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(numbers), Arc::new(times)])?;
         give_batches(schema, vec![batch], out_stream)
+    })
+}
+
+/// The oldest stored version that no tag names, and its commit time in
+/// microseconds since the Unix epoch: a listing of the versions and one
+/// manifest read, where `lance_dataset_versions` reads every manifest.
+#[no_mangle]
+pub unsafe extern "C" fn lance_dataset_oldest_version(
+    dataset: *const LanceDataset,
+    out_version: *mut u64,
+    out_timestamp_us: *mut i64,
+) -> i32 {
+    guard(|| {
+        let dataset = handle(dataset)?.snapshot();
+        let out_version = out(out_version, "output version")?;
+        let out_timestamp_us = out(out_timestamp_us, "output timestamp")?;
+        let (version, timestamp) = block_on(async move {
+            let tagged: Vec<u64> = dataset
+                .tags()
+                .list()
+                .await?
+                .values()
+                .map(|tag| tag.version)
+                .collect();
+            let oldest = dataset
+                .version_refs()
+                .await?
+                .into_iter()
+                .map(|r| r.version)
+                .find(|v| !tagged.contains(v))
+                .unwrap_or(dataset.version().version);
+            let at = dataset.checkout_version(oldest).await?;
+            Ok::<_, lance::Error>((oldest, at.version().timestamp.timestamp_micros()))
+        })?;
+        *out_version = version;
+        *out_timestamp_us = timestamp;
+        Ok(())
     })
 }
 
