@@ -13,8 +13,10 @@ use arrow::record_batch::{RecordBatch, RecordBatchIterator};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
+use lance::dataset::DEFAULT_INDEX_CACHE_SIZE;
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
-use lance::io::{ObjectStore, ObjectStoreParams, StorageOptionsAccessor};
+use lance::io::{ObjectStore, ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
+use lance::session::Session;
 use lance::Dataset;
 
 use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND};
@@ -67,6 +69,23 @@ pub fn handle<'a>(ptr: *const LanceDataset) -> Result<&'a LanceDataset> {
     unsafe { ptr.as_ref() }.ok_or_else(|| Failure::invalid("dataset handle must not be NULL"))
 }
 
+/// Bytes of Lance's metadata cache per dataset handle. Lance's default, 1
+/// GiB, fills up in a writer that lives long: every commit caches its manifest
+/// and transaction (about 15 KiB each for a small table), so a handle grew by
+/// a GiB over 70,000 commits. This holds the file and fragment metadata of
+/// tables far larger than kv0's and a few thousand recent versions.
+const METADATA_CACHE_BYTES: usize = 128 << 20;
+
+/// A session of its own for each opened or created dataset, as Lance's
+/// default, with the metadata cache bounded.
+fn new_session() -> Arc<Session> {
+    Arc::new(Session::new(
+        DEFAULT_INDEX_CACHE_SIZE,
+        METADATA_CACHE_BYTES,
+        Arc::new(ObjectStoreRegistry::default()),
+    ))
+}
+
 fn store_params(options: HashMap<String, String>) -> ObjectStoreParams {
     ObjectStoreParams {
         storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
@@ -82,7 +101,9 @@ async fn load(
     version: u64,
     tag: Option<String>,
 ) -> lance::Result<Dataset> {
-    let mut builder = DatasetBuilder::from_uri(&uri).with_storage_options(options);
+    let mut builder = DatasetBuilder::from_uri(&uri)
+        .with_storage_options(options)
+        .with_session(new_session());
     if version != 0 {
         builder = builder.with_version(version);
     }
@@ -129,6 +150,7 @@ async fn create_empty(
         .execute_uncommitted_stream(empty)
         .await?;
     let mut commit = CommitBuilder::new(uri)
+        .with_session(new_session())
         .with_max_retries(0)
         .enable_v2_manifest_paths(params.enable_v2_manifest_paths)
         .with_storage_format(params.data_storage_version.unwrap_or_default());
