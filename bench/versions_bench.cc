@@ -25,7 +25,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::seconds kRetention{7 * 24 * 3600};
 constexpr uint64_t kWindow = 1000;      // commits in each window compared
 constexpr uint64_t kFirstVersion = 20;  // the early window starts here
-constexpr size_t kMaxFragments = 32;  // the tracking layer's default max_fragments
+constexpr size_t kMaxFragments = 32;    // the tracking layer's default max_fragments
 
 const arrow::Schema kSchema = {{"id", arrow::Type::kUInt64, false}};
 
@@ -157,6 +157,10 @@ int RunVersionsBench(const VersionsBenchArgs& args) {
     prefix = scratch->path().string();
   }
   auto stamp = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  // A first dataset warms the process up (threads, allocator, caches), so
+  // that the first measured commits are not slower for being the first.
+  Run("warm-up", prefix + "/warm-up-" + stamp + ".lance", args.storage, kFirstVersion + kWindow,
+      false);
   std::vector<RunResult> runs;
   runs.push_back(
       Run("kv0", prefix + "/kv0-" + stamp + ".lance", args.storage, args.versions, false));
