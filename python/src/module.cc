@@ -35,7 +35,7 @@ void BindLance(nb::module_& m) {
           if (data.stream->get_schema(data.stream.get(), schema.get()) != 0) {
             throw Error(Code::kInvalidArgument, "cannot read the schema of the input stream");
           }
-          auto ds = lance::Dataset::Create(uri, options, *schema.get(), {});
+          auto ds = lance::Dataset::Create(uri, options, *schema.get());
           auto result = ds.Append(std::move(data.stream));
           return std::make_pair(result.version, result.fragment_ids);
         }
