@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -32,11 +33,7 @@ const arrow::Schema kSchema = {{"id", arrow::Type::kUInt64, false}};
 arrow::OwnedStream Row(uint64_t id) {
   arrow::BatchBuilder builder(kSchema);
   builder.uint64(0).Append(id);
-  std::vector<arrow::OwnedArray> batches(1);
-  builder.Finish(batches[0].get());
-  arrow::OwnedStream stream;
-  arrow::MakeStream(kSchema, std::move(batches), &stream);
-  return stream;
+  return arrow::OneBatch(kSchema, builder);
 }
 
 struct Window {
@@ -49,11 +46,9 @@ struct Window {
             {"p50_ms", Percentile(ms, 0.5)},
             {"p95_ms", Percentile(ms, 0.95)},
             {"max_ms", Percentile(ms, 1.0)},
-            {"mean_ms", ms.empty() ? 0.0 : [&] {
-               double sum = 0;
-               for (double m : ms) sum += m;
-               return sum / static_cast<double>(ms.size());
-             }()}};
+            {"mean_ms", ms.empty() ? 0.0
+                                   : std::accumulate(ms.begin(), ms.end(), 0.0) /
+                                         static_cast<double>(ms.size())}};
   }
 };
 

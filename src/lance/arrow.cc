@@ -512,6 +512,14 @@ void MakeStream(Schema schema, std::function<bool(ArrowArray* out)> next, OwnedS
   stream->private_data = data.release();
 }
 
+OwnedStream OneBatch(const Schema& schema, BatchBuilder& builder) {
+  std::vector<OwnedArray> batches(1);
+  builder.Finish(batches[0].get());
+  OwnedStream stream;
+  MakeStream(schema, std::move(batches), &stream);
+  return stream;
+}
+
 void MakeStream(Schema schema, std::vector<OwnedArray> batches, OwnedStream* out) {
   // std::function must be copyable, so the move-only batches live behind a shared_ptr.
   auto pending = std::make_shared<std::vector<OwnedArray>>(std::move(batches));

@@ -293,6 +293,8 @@ class BatchBuilder {
 // schema that hands out batches in order, then end of stream. Batches not
 // handed out are released with the stream.
 void MakeStream(Schema schema, std::vector<OwnedArray> batches, OwnedStream* out);
+// A stream of the one batch `builder` holds (schema is the builder's).
+OwnedStream OneBatch(const Schema& schema, BatchBuilder& builder);
 
 // Generator form. Each get_next calls next(out): next either fills *out,
 // which the consumer then owns, and returns true, or returns false at the end

@@ -19,14 +19,6 @@ void AppendOptional(arrow::Utf8Builder& b, const std::optional<std::string>& v) 
   }
 }
 
-arrow::OwnedStream OneBatch(const arrow::Schema& schema, arrow::BatchBuilder& builder) {
-  std::vector<arrow::OwnedArray> batches(1);
-  builder.Finish(batches[0].get());
-  arrow::OwnedStream stream;
-  arrow::MakeStream(schema, std::move(batches), &stream);
-  return stream;
-}
-
 namespace {
 
 // Collects a stream's rows in batches, starting a new one before a row would

@@ -101,8 +101,6 @@ void LatestPerStep(std::vector<StoredPoint>* points);
 
 // Appends v, or a null when it is unset.
 void AppendOptional(arrow::Utf8Builder& b, const std::optional<std::string>& v);
-// A stream of the one batch builder holds.
-arrow::OwnedStream OneBatch(const arrow::Schema& schema, arrow::BatchBuilder& builder);
 
 // Streams for one append each: the rows, then one mark row per mark.
 arrow::OwnedStream RunsStream(const std::vector<RunRow>& rows, std::span<const Mark> marks);

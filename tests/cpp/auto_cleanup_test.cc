@@ -25,11 +25,7 @@ const arrow::Schema kSchema = {{"id", arrow::Type::kUInt64, false}};
 arrow::OwnedStream Row(uint64_t id) {
   arrow::BatchBuilder builder(kSchema);
   builder.uint64(0).Append(id);
-  std::vector<arrow::OwnedArray> batches(1);
-  builder.Finish(batches[0].get());
-  arrow::OwnedStream stream;
-  arrow::MakeStream(kSchema, std::move(batches), &stream);
-  return stream;
+  return arrow::OneBatch(kSchema, builder);
 }
 
 class AutoCleanupTest : public ::testing::Test {
