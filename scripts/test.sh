@@ -107,6 +107,9 @@ build/kv0 stress --dir "$stress_dir/clean" --duration 60
 build/kv0 stress --dir "$stress_dir/faults" --duration 60 --faults
 rm -rf "$stress_dir"
 
+stage "kv0 bench charts, short: its results are checked (its full run: docs/benchmarks.md)"
+build/kv0 bench charts --runs 3 --points 3000 --tail 200 --repeat 1 >/dev/null
+
 stage "Python tests"
 .venv/bin/python -m pytest -q --durations=10 tests/python
 

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/charts_bench.h"
 #include "bench/kv_bench.h"
 #include "bench/search_bench.h"
 #include "bench/tracking_bench.h"
@@ -79,6 +80,12 @@ const char kUsage[] =
     "                        the tracking layer at scale (runs: 2000, points: 5000000)\n"
     "  bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]\n"
     "                        run search beside the brute-force path (runs: 100000)\n"
+    "  bench charts [--runs N] [--points N] [--tail N] [--buckets N] [--repeat R]\n"
+    "               [--json FILE] [--dir DIR]\n"
+    "                        downsampled reads beside raw ones (200 runs x 200000)\n"
+    "  bench versions [--versions N] [--lance-versions N] [--uri URI] [--json FILE]\n"
+    "                 [--dir DIR]\n"
+    "                        commit times as versions accumulate (versions: 100000)\n"
     "  stress [--dir DIR] [--duration S] [--threads N] [--seed N] [--faults]\n"
     "                        random operations on both layers in a child that is\n"
     "                        killed at random; every acknowledged write is checked\n"
@@ -120,7 +127,7 @@ Args Parse(int argc, char** argv) {
                arg == "--repeat" || arg == "--stop" || arg == "--out" || arg == "--buckets" ||
                arg == "--steps" || arg == "--wal-sync" || arg == "--where" || arg == "--order-by" ||
                arg == "--page-token" || arg == "--versions" || arg == "--lance-versions" ||
-               arg == "--uri" || (arg == "--json" && bench)) {
+               arg == "--uri" || arg == "--tail" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
     } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
@@ -726,7 +733,9 @@ int Bench(const Args& args) {
       "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
       "       kv0 bench search [--runs N] [--repeat R] [--json FILE] [--dir DIR]\n"
       "       kv0 bench versions [--versions N] [--lance-versions N] [--uri URI] [--json FILE]\n"
-      "                          [--dir DIR]";
+      "                          [--dir DIR]\n"
+      "       kv0 bench charts [--runs N] [--points N] [--tail N] [--buckets N] [--repeat R]\n"
+      "                        [--json FILE] [--dir DIR]";
   std::string which = args.positional.size() >= 2 ? args.positional[1] : "";
   if (which == "tracking" && args.positional.size() == 2) {
     kv0::bench::TrackingBenchArgs bench;
@@ -753,6 +762,17 @@ int Bench(const Args& args) {
     if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
     if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
     return kv0::bench::RunVersionsBench(bench);
+  }
+  if (which == "charts" && args.positional.size() == 2) {
+    kv0::bench::ChartsBenchArgs bench;
+    bench.runs = CountFlag(args, "--runs", bench.runs);
+    bench.points = CountFlag(args, "--points", bench.points);
+    bench.tail = CountFlag(args, "--tail", bench.tail);
+    bench.buckets = CountFlag(args, "--buckets", bench.buckets);
+    bench.repeat = CountFlag(args, "--repeat", bench.repeat);
+    if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
+    if (auto it = args.flags.find("--dir"); it != args.flags.end()) bench.dir = it->second;
+    return kv0::bench::RunChartsBench(bench);
   }
   if (which == "search-query" && args.positional.size() == 4) {
     // Internal: the search benchmark's new-process reader (REPO QUERY).

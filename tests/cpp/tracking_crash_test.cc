@@ -2,7 +2,7 @@
 // earlier steps often (with flushes, automatic compactions and optimize in
 // between), then reopened: every step must read back the value of its latest
 // acknowledged point, or of the point in flight when the writer died, in the
-// points and in the statistics. Each reopen replays the writer's WAL.
+// points, in the statistics and in a chart's buckets. Each reopen replays the writer's WAL.
 //
 // KV0_CRASH_ROUNDS sets the number of kills (default 150).
 
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <random>
 #include <string>
@@ -26,6 +27,35 @@ using kv0::testing::MakeOverwriteOp;
 using kv0::testing::OverwriteOp;
 using kv0::testing::OverwriteSeries;
 using Steps = std::map<int64_t, double>;
+
+// A chart of the series in four buckets must agree with the points the model
+// holds in each bucket's range, and the buckets must hold all of them.
+void ExpectChartOf(Repo& repo, uint64_t id, const Steps& want) {
+  DownsampleOptions options;
+  options.buckets = 4;
+  DownsampledSeries chart = repo.ReadDownsampled(std::vector<uint64_t>{id}, options).at(id);
+  uint64_t counted = 0;
+  for (const Bucket& bucket : chart.buckets) {
+    SCOPED_TRACE("bucket [" + std::to_string(bucket.start) + ", " + std::to_string(bucket.stop) +
+                 ")");
+    auto begin = want.lower_bound(bucket.start), end = want.lower_bound(bucket.stop);
+    ASSERT_NE(begin, end) << "a bucket without points";
+    // Ties go to the smaller step, as they do with min_element and max_element.
+    auto by_value = [](auto& a, auto& b) { return a.second < b.second; };
+    auto min = std::min_element(begin, end, by_value), max = std::max_element(begin, end, by_value);
+    EXPECT_EQ(bucket.count, static_cast<uint64_t>(std::distance(begin, end)));
+    EXPECT_EQ(bucket.first_step, begin->first);
+    EXPECT_EQ(bucket.first, begin->second);
+    EXPECT_EQ(bucket.last_step, std::prev(end)->first);
+    EXPECT_EQ(bucket.last, std::prev(end)->second);
+    EXPECT_EQ(bucket.min, min->second);
+    EXPECT_EQ(bucket.min_step, min->first);
+    EXPECT_EQ(bucket.max, max->second);
+    EXPECT_EQ(bucket.max_step, max->first);
+    counted += bucket.count;
+  }
+  EXPECT_EQ(counted, want.size());
+}
 
 int Rounds() { return static_cast<int>(kv0::testing::EnvNumber("KV0_CRASH_ROUNDS", 150)); }
 
@@ -82,6 +112,8 @@ TEST(TrackingCrashTest, OverwrittenStepsReadTheirLatestAcknowledgedValueAfterKil
       EXPECT_EQ(stats.last, want.rbegin()->second) << OverwriteSeries(s);
       EXPECT_EQ(stats.min, min->second) << OverwriteSeries(s);
       EXPECT_EQ(stats.max, max->second) << OverwriteSeries(s);
+      SCOPED_TRACE(OverwriteSeries(s));
+      ExpectChartOf(repo, id, want);
     }
     repo.Close();
     if (applied) model[in_flight.series][in_flight.step] = in_flight.value;
