@@ -2,6 +2,7 @@
 // medians, the report's timestamp and the scratch directory.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@ double Median(std::vector<double> v);
 // The smallest value with at least a fraction p of v at or below it (0 for
 // none).
 double Percentile(std::vector<double> v, double p);
+// d in seconds.
+inline double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 // CPU time this process has used, user and system, in seconds.
 double CpuSeconds();
 // Now, as "YYYY-MM-DDTHH:MM:SSZ".

@@ -27,8 +27,6 @@ using tracking::Repo;
 constexpr double kSpike = 1000;
 constexpr const char* kMetric = "loss";
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 // Where a run's spike and NaN are: near 60 % of the history, a little apart
 // from run to run, the NaN 100 steps after the spike.
 int64_t SpikeStep(const ChartsBenchArgs& args, uint64_t run) {

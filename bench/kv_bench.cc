@@ -101,8 +101,6 @@ constexpr auto kAlwaysBudget = std::chrono::seconds(12);
 constexpr int kAlwaysRounds = 4;
 constexpr int kBloomBitsPerKey = 10;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 // splitmix64: a small generator whose sequence is fixed by the seed on every
 // platform and standard library.
 class Rng {

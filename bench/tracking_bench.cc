@@ -78,8 +78,6 @@ constexpr double kRefreshTargetSeconds = 1;
 constexpr double kRangeTargetMs = 20;
 constexpr double kTrackTargetPointsPerSecond = 2'000'000;
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
 // The 20 parameters of run i: 9 at the top (one a list), 11 in nested
 // objects up to three levels deep.
 json ParamsFor(uint64_t i) {
