@@ -6,7 +6,9 @@
 // steps (0, 1, ...), holding one spike (1,000 where the curve is below 3)
 // and one NaN, logged run after run and finished. Then, in order:
 //
-//   before optimize   the reads below on a new handle;
+//   before optimize   the reads below on a new handle, each once: with no
+//                     index yet, a read scans the whole table per chunk of
+//                     about a million points;
 //   optimize          Repo::Optimize(), timed;
 //   after optimize    the reads again on a new handle;
 //   unoptimized tail  `tail` more points appended to every run (ResumeRun),
