@@ -115,6 +115,9 @@ rm -rf "$stress_dir"
 stage "kv0 bench charts, short: its results are checked (its full run: docs/benchmarks.md)"
 build/kv0 bench charts --runs 3 --points 3000 --tail 200 --repeat 1 >/dev/null
 
+stage "many writers on S3, short: every acknowledged run is checked (its full run: docs/benchmarks.md)"
+.venv/bin/python bench/writers_s3.py --writers 2 --seconds 3 >/dev/null
+
 stage "Python tests"
 .venv/bin/python -m pytest -q --durations=10 tests/python
 

@@ -1,0 +1,347 @@
+"""kv0 bench writers: many writer processes on one tracking repository on S3.
+
+Starts moto's S3 server on loopback inside this process, behind a WSGI layer
+that counts every request by table, kind of object (manifest, transaction,
+data, index, deletion, listing), method and status, with the bytes each way.
+Then, for each number of writers N, N processes (this script in worker mode)
+write one new repository for --seconds each, all at once, as a team's
+training jobs would: each creates a run with 5 parameters, tracks 3 metrics
+at about 100 steps a second with a flush every second, finishes the run after
+about 2 s (the finish is timed: it commits the run) and starts the next.
+
+A run counts as acknowledged when its finish() returns. Afterwards a new
+handle reads the repository and every acknowledged run must be there,
+finished, with every point it tracked; a run missing or short is reported and
+makes the script exit with 1. Nothing else is checked; timings are reported,
+never asserted.
+
+Reported per N: commits per second (manifests written, all tables), points
+per second, finish p50 / p95 / max, manifest writes lost to another writer
+(a conditional PUT refused) per commit, requests and bytes per commit, and
+which tables the commits went to.
+
+    .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
+        [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import parse_qs
+
+METRICS = ("loss", "acc", "lr")
+RUN_SECONDS = 2.0
+STEP_SLEEP = 0.01
+FLUSH_INTERVAL = 1.0
+WAIT = 300.0  # seconds a process waits for the others
+
+
+# --- The server ------------------------------------------------------------------------
+
+
+def classify(path: str) -> tuple[str, str]:
+    """(table, kind) of an object path or listing prefix: the table is the
+    component ending in .lance (records tables keep their directory)."""
+    parts = [p for p in path.split("/") if p]
+    for i, part in enumerate(parts):
+        if part.endswith(".lance"):
+            table = part[: -len(".lance")]
+            if i > 0 and parts[i - 1] == "records":
+                table = "records/" + table
+            rest = parts[i + 1] if i + 1 < len(parts) else ""
+            kind = {
+                "_versions": "manifest",
+                "_transactions": "transaction",
+                "data": "data",
+                "_indices": "index",
+                "_deletions": "deletion",
+            }.get(rest, "other")
+            return table, kind
+    return "-", "other"
+
+
+class CountingApp:
+    """Counts requests on their way to moto: (table, kind, method, status)
+    -> [requests, bytes received, bytes sent]."""
+
+    def __init__(self, app):
+        self.app = app
+        self.lock = threading.Lock()
+        self.counts: dict[tuple, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
+
+    def take(self) -> dict[tuple, list[int]]:
+        with self.lock:
+            counts, self.counts = self.counts, collections.defaultdict(lambda: [0, 0, 0])
+        return counts
+
+    def __call__(self, environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        path = environ.get("PATH_INFO", "")
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        if method == "GET" and ("list-type" in query or "prefix" in query):
+            table, _ = classify(query.get("prefix", [""])[0])
+            kind = "listing"
+        else:
+            table, kind = classify(path)
+        received = int(environ.get("CONTENT_LENGTH") or 0)
+        status = []
+
+        def respond(line, headers, exc_info=None):
+            status.append(int(line.split()[0]))
+            return start_response(line, headers, exc_info)
+
+        body = self.app(environ, respond)
+        try:
+            chunks = list(body)
+        finally:
+            if hasattr(body, "close"):
+                body.close()
+        with self.lock:
+            c = self.counts[(table, kind, method, status[0] if status else 0)]
+            c[0] += 1
+            c[1] += received
+            c[2] += sum(len(chunk) for chunk in chunks)
+        return chunks
+
+
+def start_server() -> tuple[object, CountingApp, str]:
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+    counting = CountingApp(DomainDispatcherApplication(create_backend_app))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = make_server("127.0.0.1", port, counting, True, request_handler=MotoRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, counting, f"http://127.0.0.1:{port}"
+
+
+# --- A writer --------------------------------------------------------------------------
+
+
+def wait_for(paths: list[Path]) -> None:
+    deadline = time.monotonic() + WAIT
+    while not all(p.exists() for p in paths):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"gave up waiting for {[str(p) for p in paths]}")
+        time.sleep(0.02)
+
+
+def value(name: str, step: int) -> float:
+    return {"loss": 2.0 / (1 + step / 50), "acc": 1 - 1 / (1 + step / 30), "lr": 1e-3}[name]
+
+
+def worker(config_path: str) -> None:
+    from kv0.tracking import Repo
+
+    config = json.loads(Path(config_path).read_text())
+    meet, index = Path(config["meet"]), config["index"]
+    repo = Repo(config["uri"], storage_options=config["storage_options"],
+                wal_dir=config["wal_dir"], flush_interval=FLUSH_INTERVAL)
+    (meet / f"ready-{index}").touch()
+    wait_for([meet / "go"])
+    deadline = time.monotonic() + config["seconds"]
+    finishes, acknowledged, errors = [], {}, []
+    points = 0
+    r = 0
+    while time.monotonic() < deadline:
+        run_id = f"w{index:03d}-r{r:04d}"
+        r += 1
+        try:
+            run = repo.create_run(run_id, name=run_id, experiment="writers")
+            run.set_params({"lr": 1e-3 * (1 + r % 5), "batch": 32, "seed": r,
+                            "optimizer": {"name": "adam", "beta": 0.9}})
+            end = time.monotonic() + RUN_SECONDS
+            step = 0
+            while time.monotonic() < end:
+                for name in METRICS:
+                    run.track(value(name, step), name, step=step)
+                step += 1
+                time.sleep(STEP_SLEEP)
+            start = time.monotonic()
+            run.finish()
+            finishes.append(time.monotonic() - start)
+            acknowledged[run_id] = step
+            points += step * len(METRICS)
+        except Exception as e:  # reported; the run is not acknowledged
+            errors.append(f"{run_id}: {type(e).__name__}: {e}")
+    repo.close()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result = {"finishes": finishes, "acknowledged": acknowledged, "points": points,
+              "errors": errors, "cpu_s": usage.ru_utime + usage.ru_stime}
+    out = meet / f"result-{index}.json"
+    out.with_suffix(".tmp").write_text(json.dumps(result))
+    out.with_suffix(".tmp").rename(out)
+
+
+# --- One round: N writers ---------------------------------------------------------------
+
+
+def check(uri: str, options: dict, wal_dir: str, acknowledged: dict[str, int]) -> list[str]:
+    """What a new handle misses of the acknowledged runs."""
+    from kv0.tracking import Repo, series_id
+
+    missing = []
+    with Repo(uri, storage_options=options, wal_dir=wal_dir) as repo:
+        status = {r["run_id"]: r["status"] for r in repo.runs()}
+        ids = {(run, name): series_id(run, name, {}) for run in acknowledged for name in METRICS}
+        stats = repo.series_stats(list(ids.values())) if ids else {}
+        for run, steps in acknowledged.items():
+            if status.get(run) != "finished":
+                missing.append(f"{run}: status {status.get(run)}")
+                continue
+            for name in METRICS:
+                got = stats.get(ids[(run, name)], {}).get("count", 0)
+                if got != steps:
+                    missing.append(f"{run}/{name}: {got} points of {steps}")
+    return missing
+
+
+def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: CountingApp,
+             scratch: Path) -> dict:
+    uri = f"s3://{bucket}/writers-{n}"
+    meet = scratch / f"meet-{n}"
+    meet.mkdir()
+    procs = []
+    for i in range(n):
+        config = {"uri": uri, "storage_options": options, "wal_dir": str(scratch / f"wal-{n}-{i}"),
+                  "meet": str(meet), "index": i, "seconds": args.seconds}
+        path = meet / f"config-{i}.json"
+        path.write_text(json.dumps(config))
+        procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)]))
+    wait_for([meet / f"ready-{i}" for i in range(n)])
+    counting.take()  # opening the repository is not the workload's
+    server_cpu = time.process_time()
+    start = time.monotonic()
+    (meet / "go").touch()
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"a writer exited with {p.returncode}")
+    wall = time.monotonic() - start
+    server_cpu = time.process_time() - server_cpu
+    counts = counting.take()
+
+    results = [json.loads((meet / f"result-{i}.json").read_text()) for i in range(n)]
+    finishes = sorted(f for r in results for f in r["finishes"])
+    acknowledged = {run: steps for r in results for run, steps in r["acknowledged"].items()}
+    errors = [e for r in results for e in r["errors"]]
+    missing = check(uri, options, str(scratch / f"wal-check-{n}"), acknowledged)
+
+    commits = collections.Counter()
+    lost = requests = sent = received = 0
+    by_kind = collections.Counter()
+    for (table, kind, method, status), (count, got, gave) in counts.items():
+        requests += count
+        received += got
+        sent += gave
+        by_kind[f"{kind} {method}"] += count
+        if kind == "manifest" and method == "PUT":
+            if status == 200:
+                commits[table] += count
+            else:
+                lost += count
+    total_commits = sum(commits.values())
+
+    def pct(p: float) -> float:
+        return finishes[min(len(finishes) - 1, int(p * len(finishes)))] if finishes else 0.0
+
+    return {
+        "writers": n,
+        "wall_s": wall,
+        "commits": total_commits,
+        "commits_per_s": total_commits / wall,
+        "commits_by_table": dict(commits),
+        "points_per_s": sum(r["points"] for r in results) / wall,
+        "finishes": len(finishes),
+        "finish_p50_s": statistics.median(finishes) if finishes else 0.0,
+        "finish_p95_s": pct(0.95),
+        "finish_max_s": finishes[-1] if finishes else 0.0,
+        "lost_manifest_writes": lost,
+        "lost_per_commit": lost / total_commits if total_commits else 0.0,
+        "requests_per_commit": requests / total_commits if total_commits else 0.0,
+        "bytes_up_per_commit": received / total_commits if total_commits else 0.0,
+        "bytes_down_per_commit": sent / total_commits if total_commits else 0.0,
+        "requests_by_kind": dict(by_kind),
+        "writers_cpu_s": sum(r["cpu_s"] for r in results),
+        "server_cpu_s": server_cpu,
+        "acknowledged_runs": len(acknowledged),
+        "missing": missing,
+        "errors": errors,
+    }
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--worker":
+        worker(sys.argv[2])
+        return
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writers", default="1,2,4,8,16")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    import boto3
+
+    server, counting, endpoint = start_server()
+    options = {"aws_endpoint": endpoint, "aws_region": "us-east-1",
+               "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
+               "allow_http": "true"}
+    bucket = "kv0-writers-" + uuid.uuid4().hex[:8]
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                 aws_access_key_id="testing",
+                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="kv0-bench-writers-") as scratch:
+        for n in [int(x) for x in args.writers.split(",")]:
+            print(f"  {n} writers ...", file=sys.stderr, flush=True)
+            rounds.append(round_of(n, args, endpoint, bucket, options, counting, Path(scratch)))
+    server.shutdown()
+
+    print(f"\nkv0 writers on one repository on moto S3 (loopback), {args.seconds:g} s each; "
+          f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+    print("| writers | commits/s | points/s | finish p50 / p95 / max s | lost manifest writes "
+          "per commit | requests per commit | KB up / down per commit | writers CPU s | server "
+          "CPU s | runs acknowledged | missing |")
+    print("|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---:|")
+    for r in rounds:
+        print(f"| {r['writers']} | {r['commits_per_s']:.1f} | {r['points_per_s']:,.0f} | "
+              f"{r['finish_p50_s']:.2f} / {r['finish_p95_s']:.2f} / {r['finish_max_s']:.2f} | "
+              f"{r['lost_per_commit']:.2f} | {r['requests_per_commit']:.1f} | "
+              f"{r['bytes_up_per_commit'] / 1024:.1f} / {r['bytes_down_per_commit'] / 1024:.1f} | "
+              f"{r['writers_cpu_s']:.1f} | {r['server_cpu_s']:.1f} | {r['acknowledged_runs']} | "
+              f"{len(r['missing'])} |")
+    print("\ncommits by table (per acknowledged run):")
+    for r in rounds:
+        runs = max(1, r["acknowledged_runs"])
+        tables = ", ".join(f"{t} {c / runs:.2f}" for t, c in sorted(r["commits_by_table"].items()))
+        print(f"  {r['writers']} writers: {tables}")
+    bad = False
+    for r in rounds:
+        for line in r["missing"][:10] + r["errors"][:10]:
+            print(f"  {r['writers']} writers: {line}", file=sys.stderr)
+        bad = bad or bool(r["missing"])
+    if args.json:
+        Path(args.json).write_text(json.dumps({"seconds": args.seconds, "rounds": rounds}, indent=2))
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
