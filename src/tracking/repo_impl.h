@@ -174,6 +174,10 @@ struct RepoImpl : public BackgroundClient,
   std::map<uint64_t, StatsDelta> ReadDeltas(
       std::span<const uint64_t> ids,
       const std::optional<std::vector<uint64_t>>& fragments = std::nullopt);
+  // The same, read from `metrics` (a handle on metrics.lance at some version).
+  static std::map<uint64_t, StatsDelta> ReadDeltasIn(
+      lance::Dataset& metrics, std::span<const uint64_t> ids,
+      const std::optional<std::vector<uint64_t>>& fragments);
   void ReadStream(std::span<const uint64_t> ids, StepRange steps, std::optional<TimeRange> times,
                   ArrowArrayStream* out);
   std::map<uint64_t, MetricData> ReadMany(std::span<const uint64_t> ids, StepRange steps,

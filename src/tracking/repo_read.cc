@@ -184,6 +184,12 @@ std::vector<SeriesInfo> RepoImpl::ReadSeries(const std::string& filter) {
 
 std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(
     std::span<const uint64_t> ids, const std::optional<std::vector<uint64_t>>& fragments) {
+  return ReadDeltasIn(*tables_[kMetrics], ids, fragments);
+}
+
+std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltasIn(
+    lance::Dataset& metrics, std::span<const uint64_t> ids,
+    const std::optional<std::vector<uint64_t>>& fragments) {
   std::vector<uint64_t> wanted = Unique(ids);
   std::map<uint64_t, StatsDelta> out;
   if (wanted.empty()) return out;
@@ -196,7 +202,7 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(
     std::vector<int64_t> steps(wanted.begin(), wanted.end());
     scan.filter += " AND " + SqlInSigned("step", steps);
   }
-  auto reader = tables_[kMetrics]->Scan(scan);
+  auto reader = metrics.Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::Int64Column step(*batch, "step");
     arrow::BinaryColumn stats(*batch, "stats");

@@ -269,14 +269,17 @@ void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part
 // runs (the metric's series of each run, in order, are returned).
 //
 // Statistics rows of a series are committed after its run's row (a flush
-// commits runs, params, series, metrics in that order), and SearchRuns moves
-// metrics to its latest version before it reads the runs table: every run
-// with statistics in the fragments read here is among the live runs the
-// search reads, so its series was asked for when those fragments were read.
-std::vector<uint64_t> RefreshMetric(RepoImpl& repo, const Term& term,
+// commits runs, params, series, metrics in that order), and `metrics` is a
+// handle SearchRuns took at the latest version before it read the runs
+// table: every run with statistics in the fragments read here is among the
+// live runs the search reads, so its series was asked for when those
+// fragments were read. (The repository's own handle would not do: a flush
+// racing the search moves it on, to fragments holding statistics of runs
+// this search has not seen, which would then count as read.)
+std::vector<uint64_t> RefreshMetric(lance::Dataset& metrics, const Term& term,
                                     const std::vector<const RunInfo*>& runs, MetricPart& part) {
   bool restart = false;
-  std::vector<uint64_t> fragments = part.fragments.ToRead(*repo.tables_[kMetrics], &restart);
+  std::vector<uint64_t> fragments = part.fragments.ToRead(metrics, &restart);
   if (restart) part = MetricPart{.fragments = std::move(part.fragments)};
   std::vector<uint64_t> ids;
   ids.reserve(runs.size());
@@ -289,7 +292,7 @@ std::vector<uint64_t> RefreshMetric(RepoImpl& repo, const Term& term,
     std::vector<uint64_t> wanted;
     wanted.reserve(part.series_of.size());
     for (const auto& [run, id] : part.series_of) wanted.push_back(id);
-    for (auto& [id, delta] : repo.ReadDeltas(wanted, fragments)) {
+    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, wanted, fragments)) {
       StatsDelta& merged = part.deltas[id];
       merged.Merge(delta);
       part.clean.erase(id);
@@ -319,8 +322,11 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     any_param |= term.kind == Term::Kind::kParam;
     any_metric |= term.kind == Term::Kind::kMetric;
   }
-  if (any_param) Latest(kParams);
-  if (any_metric) Latest(kMetrics);
+  // Handles of their own, held at these versions while the runs are read
+  // at a later one (see RefreshMetric).
+  std::optional<lance::Dataset> params_at, metrics_at;
+  if (any_param) params_at = Latest(kParams).Clone();
+  if (any_metric) metrics_at = Latest(kMetrics).Clone();
   Guarded([&] { RefreshRuns(Latest(kRuns), cache.runs); }, [&] { cache.runs = RunsPart{}; });
   std::vector<const RunInfo*> runs;
   for (const auto& [id, info] : cache.runs.live) runs.push_back(&info);
@@ -340,7 +346,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     } else if (term.kind == Term::Kind::kParam) {
       cache.Touch('p', term.key);
       ParamPart& part = cache.params[term.key];
-      Guarded([&] { RefreshParam(*tables_[kParams], term.key, part); },
+      Guarded([&] { RefreshParam(*params_at, term.key, part); },
               [&] { cache.params.erase(term.key); });
       for (size_t i = 0; i < runs.size(); ++i) {
         auto found = part.values.find(runs[i]->run_id);
@@ -351,7 +357,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
       cache.Touch('m', name);
       MetricPart& part = cache.metrics[name];
       std::vector<uint64_t> ids;
-      Guarded([&] { ids = RefreshMetric(*this, term, runs, part); },
+      Guarded([&] { ids = RefreshMetric(*metrics_at, term, runs, part); },
               [&] { cache.metrics.erase(name); });
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {
