@@ -12,8 +12,9 @@ MLflow's language can also say, each ordered by a metric with 100 results:
 
 Figures: a warm handle (the query repeated --repeat times in one process:
 median wall and CPU time), and a new process (open plus the first query,
-timed in the child from before it imports the engine's package). The two engines must return the
-same runs in the same order; nothing is asserted on the times.
+timed in the child from before it imports the engine's package). The two
+engines must return the same runs in the same order; nothing is asserted on
+the times.
 
 Run by bench/search_peers.sh, which makes MLflow's virtual environment
 outside the checkout:
