@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <fstream>
 
 #include "kv0/error.h"
 
@@ -92,6 +93,17 @@ double Percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   size_t i = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
   return v[std::min(i == 0 ? 0 : i - 1, v.size() - 1)];
+}
+
+Memory ProcessMemory() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  Memory m;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) m.resident_mb = std::stod(line.substr(6)) / 1024;
+    if (line.rfind("VmHWM:", 0) == 0) m.peak_mb = std::stod(line.substr(6)) / 1024;
+  }
+  return m;
 }
 
 double CpuSeconds() {

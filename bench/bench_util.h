@@ -27,6 +27,11 @@ double Percentile(std::vector<double> v, double p);
 inline double Seconds(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double>(d).count();
 }
+// This process's resident memory now (VmRSS) and its peak (VmHWM), in MB.
+struct Memory {
+  double resident_mb = 0, peak_mb = 0;
+};
+Memory ProcessMemory();
 // CPU time this process has used, user and system, in seconds.
 double CpuSeconds();
 // Now, as "YYYY-MM-DDTHH:MM:SSZ".

@@ -58,18 +58,6 @@ uint64_t BytesRead() {
   return 0;
 }
 
-// Resident and peak resident memory (VmRSS, VmHWM) in MB.
-std::pair<double, double> ResidentMb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  double rss = 0, peak = 0;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) rss = std::stod(line.substr(6)) / 1024;
-    if (line.rfind("VmHWM:", 0) == 0) peak = std::stod(line.substr(6)) / 1024;
-  }
-  return {rss, peak};
-}
-
 // Makes VmHWM start again from the current resident size (Linux 4.0 on).
 void ResetPeak() { std::ofstream("/proc/self/clear_refs") << "5"; }
 
@@ -98,14 +86,14 @@ Timing Time(uint64_t repeat, const Read& read) {
   Timing t;
   for (uint64_t i = 0; i < repeat; ++i) {
     ResetPeak();
-    double rss_before = ResidentMb().first, cpu = CpuSeconds();
+    double rss_before = ProcessMemory().resident_mb, cpu = CpuSeconds();
     uint64_t bytes = BytesRead();
     auto start = Clock::now();
     read(t);
     t.ms.push_back(Seconds(Clock::now() - start) * 1e3);
     t.cpu_s += CpuSeconds() - cpu;
     t.bytes = std::max(t.bytes, BytesRead() - bytes);
-    t.extra_mb = std::max(t.extra_mb, ResidentMb().second - rss_before);
+    t.extra_mb = std::max(t.extra_mb, ProcessMemory().peak_mb - rss_before);
   }
   return t;
 }

@@ -1,7 +1,5 @@
 #include "bench/versions_bench.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -62,15 +60,6 @@ struct RunResult {
   bool complete = true;
 };
 
-double ResidentMb() {
-  long pages = 0, resident = 0;
-  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
-    if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
-    std::fclose(f);
-  }
-  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1 << 20);
-}
-
 // Appends one row per commit until the dataset is at version `versions`,
 // timing each commit, then waits for background work and checks the rows.
 RunResult Run(const std::string& name, const std::string& uri, const lance::StorageOptions& storage,
@@ -118,7 +107,7 @@ RunResult Run(const std::string& name, const std::string& uri, const lance::Stor
     result.commits = rows;
     cleanup->WaitIdle();
     result.complete = lance::Dataset::Open(uri, storage).CountRows() == rows;
-    result.rss_mb = ResidentMb();
+    result.rss_mb = ProcessMemory().resident_mb;
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
   result.cpu_s = CpuSeconds() - cpu_start;
