@@ -173,12 +173,18 @@ class Dataset {
   CommitResult Append(arrow::OwnedStream rows);
   // Writes fragments without committing them.
   UncommittedFragments WriteFragments(arrow::OwnedStream rows);
-  // One commit that removes `removed` and adds `added`, based on the current
-  // version. Appends committed meanwhile survive; Conflict if a concurrent
-  // commit removed or rewrote one of `removed` (nothing is committed then).
+  // One commit that removes `removed` and adds `added`, read at the current
+  // version. Appends committed meanwhile survive; Conflict if a commit since
+  // then removed or changed one of `removed` (nothing is committed then).
+  // This is checked on the latest version's fragments, not on the versions
+  // in between, so it holds when another handle's cleanup removed them.
+  // Appends, too, commit when their rebase range was cleaned (they commute
+  // with every other commit), even mid-rebase (rust/lance-c/src/commit.rs).
   CommitResult CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added);
-  // Lance's compaction (a Rewrite): rows move to new fragments unchanged.
+  // Lance's compaction (a Rewrite) of the latest version: rows move to new
+  // fragments unchanged.
   CompactResult Compact(const CompactOptions& options);
+  // Deletes the rows of the latest version that match `predicate`.
   void Delete(const std::string& predicate);
   // Adds nullable, all-null columns without rewriting data.
   void AddNullColumns(const arrow::Schema& columns);

@@ -520,6 +520,77 @@ TEST_F(LocalDatasetTest, TagSurvivesCleanup) {
   EXPECT_THROW(Dataset::Open(uri, {}, 3), Error);
 }
 
+// Another handle's cleanup can remove the versions between a handle's read
+// version and the latest, which a commit reads to rebase. Appends and updates
+// of fragments nobody touched meanwhile must still commit, on the latest.
+TEST_F(LocalDatasetTest, CommitsAfterAnotherHandleCleanedItsReadVersion) {
+  std::string uri = dir_ / "cleaned.lance";
+  Dataset a = Dataset::Create(uri, {}, kSchema);
+  uint64_t mine = a.Append(Rows(0, 10)).fragment_ids.at(0);
+  Dataset b = Dataset::Open(uri, {});
+  uint64_t theirs = a.Append(Rows(10, 10)).fragment_ids.at(0);
+  a.Append(Rows(20, 10));
+  a.CommitUpdate(std::vector<uint64_t>{theirs}, a.WriteFragments(Rows(10, 10)));
+  a.CleanupOldVersions(std::chrono::seconds(0));
+  ASSERT_THROW(Dataset::Open(uri, {}, b.version() + 1), Error) << "the rebase range is still there";
+
+  CommitResult appended = b.Append(Rows(30, 5));
+  EXPECT_EQ(appended.version, a.LatestVersion());
+  EXPECT_EQ(b.CountRows(), 35u);
+  b.CommitUpdate(std::vector<uint64_t>{mine}, b.WriteFragments(Rows(0, 10)));
+  std::vector<uint64_t> ids = Ids(Dataset::Open(uri, {}).Scan({}));
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, Range(0, 35));
+}
+
+// A cleanup racing a commit can remove a version after the commit listed it
+// and before it read it. The commit must start again from the latest version
+// rather than fail: appends from a handle a few versions behind, each beside a
+// cleanup that keeps only the latest version.
+TEST_F(LocalDatasetTest, AppendsBesideACleanupOfTheirRebaseRange) {
+  std::string uri = dir_ / "racing-cleanup.lance";
+  Dataset a = Dataset::Create(uri, {}, kSchema);
+  uint64_t next_id = 0;
+  for (int round = 0; round < 40; ++round) {
+    Dataset b = Dataset::Open(uri, {});
+    for (int i = 0; i < 4; ++i, next_id += 2) a.Append(Rows(next_id, 2));
+    std::thread cleaner([&a] { a.CleanupOldVersions(std::chrono::seconds(0)); });
+    try {
+      b.Append(Rows(next_id, 2));
+      next_id += 2;
+    } catch (const Error& e) {
+      ADD_FAILURE() << "round " << round << ": " << e.what();
+    }
+    cleaner.join();
+    a.CheckoutLatest();
+  }
+  std::vector<uint64_t> ids = Ids(Dataset::Open(uri, {}).Scan({}));
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(ids, Range(0, next_id));
+}
+
+// The same, when the update's fragment was changed in the versions the
+// cleanup removed: without them the commit cannot know what changed, so it
+// must fail with Conflict rather than undo the other writer's rewrite.
+TEST_F(LocalDatasetTest, UpdateOfAFragmentChangedInCleanedVersionsConflicts) {
+  std::string uri = dir_ / "cleaned-conflict.lance";
+  Dataset a = Dataset::Create(uri, {}, kSchema);
+  uint64_t shared = a.Append(Rows(0, 10)).fragment_ids.at(0);
+  a.Append(Rows(10, 10));
+  Dataset b = Dataset::Open(uri, {});
+  a.Delete("id < 3");
+  a.Append(Rows(20, 10));
+  a.CleanupOldVersions(std::chrono::seconds(0));
+  try {
+    b.CommitUpdate(std::vector<uint64_t>{shared}, b.WriteFragments(Rows(0, 10)));
+    FAIL() << "the update committed over a fragment changed meanwhile";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kConflict) << e.what();
+  }
+  b.CheckoutLatest();
+  EXPECT_EQ(b.CountRows(), 27u);
+}
+
 TEST_F(LocalDatasetTest, ConcurrentCallsOnOneHandle) {
   std::string uri = dir_ / "threads.lance";
   Dataset ds = Dataset::Create(uri, {}, kSchema);

@@ -219,8 +219,8 @@ void lance_ids_free(uint64_t *ids, size_t len);
 // `max_level` (1 error .. 5 trace; 0 forwards nothing) and more severe.
 void lance_set_log_callback(LanceLogCallback callback, void *user, int32_t max_level);
 
-// Merges small fragments with Lance's compaction (a Rewrite commit; rows
-// are unchanged but move to new addresses). Reports the ids of the
+// Merges small fragments of the latest version with Lance's compaction (a
+// Rewrite commit; rows are unchanged but move to new addresses). Reports the ids of the
 // fragments it replaced and of those it added; both are empty when there
 // was nothing to do. The handle moves to the new version.
 int32_t lance_dataset_compact(const struct LanceDataset *dataset,
@@ -230,7 +230,8 @@ int32_t lance_dataset_compact(const struct LanceDataset *dataset,
                               uint64_t **out_added_ids,
                               size_t *out_added_ids_len);
 
-// Deletes the rows matching `predicate` (SQL) in one commit.
+// Deletes the rows matching `predicate` (SQL) in the latest version, in one
+// commit.
 int32_t lance_dataset_delete(const struct LanceDataset *dataset, const char *predicate);
 
 // Adds the columns of `schema` (borrowed; every field must be nullable) as
@@ -310,10 +311,10 @@ void lance_fragments_free(struct LanceFragments *fragments);
 int32_t lance_fragments_extend(struct LanceFragments *dst, struct LanceFragments *src);
 
 // Commits an Update that removes the fragments `removed_ids` and adds
-// `fragments` (consumed, even on failure; may be NULL for none), based on
-// the handle's version. Appends committed meanwhile are kept; a concurrent
-// commit that removed or changed one of `removed_ids` makes this one fail
-// with LANCE_CONFLICT. Reports the new version and the ids given to the new
+// `fragments` (consumed, even on failure; may be NULL for none), read at
+// the handle's version. Appends committed meanwhile are kept; a commit since
+// then that removed or changed one of `removed_ids` makes this one fail with
+// LANCE_CONFLICT (checked on the latest version, see commit.rs). Reports the new version and the ids given to the new
 // fragments, in order. The handle moves to the new version.
 int32_t lance_dataset_commit_update(const struct LanceDataset *dataset,
                                     const uint64_t *removed_ids,

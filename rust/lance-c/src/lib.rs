@@ -11,6 +11,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod commit;
 mod dataset;
 mod error;
 mod ffi;

@@ -34,8 +34,8 @@ pub struct LanceCompactOptions {
     pub materialize_deletions_threshold: f32,
 }
 
-/// Merges small fragments with Lance's compaction (a Rewrite commit; rows
-/// are unchanged but move to new addresses). Reports the ids of the
+/// Merges small fragments of the latest version with Lance's compaction (a
+/// Rewrite commit; rows are unchanged but move to new addresses). Reports the ids of the
 /// fragments it replaced and of those it added; both are empty when there
 /// was nothing to do. The handle moves to the new version.
 #[no_mangle]
@@ -62,6 +62,9 @@ pub unsafe extern "C" fn lance_dataset_compact(
         }
         let mut dataset = handle.snapshot();
         let (dataset, removed, added) = block_on(async move {
+            // Planned on the latest version: Lance rebases a compaction across
+            // the versions since its plan, which a cleanup may have removed.
+            dataset.checkout_latest().await?;
             let plan = plan_compaction(&dataset, &lance_options).await?;
             let mut results = Vec::with_capacity(plan.num_tasks());
             for task in plan.compaction_tasks() {
@@ -94,7 +97,8 @@ pub unsafe extern "C" fn lance_dataset_compact(
     })
 }
 
-/// Deletes the rows matching `predicate` (SQL) in one commit.
+/// Deletes the rows matching `predicate` (SQL) in the latest version, in one
+/// commit.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_delete(
     dataset: *const LanceDataset,
@@ -105,6 +109,9 @@ pub unsafe extern "C" fn lance_dataset_delete(
         let predicate = text(predicate, "predicate")?.to_owned();
         let mut dataset = handle.snapshot();
         let dataset = block_on_within(handle.commit_timeout(), async move {
+            // As compaction: the fewer versions a delete rebases across, the
+            // fewer a cleanup can hide from it.
+            dataset.checkout_latest().await?;
             dataset.delete(&predicate).await?;
             Ok::<_, lance::Error>(dataset)
         })?;

@@ -9,11 +9,12 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
-use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
-use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
+use lance::dataset::transaction::{Operation, UpdateMode};
+use lance::dataset::{InsertBuilder, WriteMode, WriteParams};
 use lance::Dataset;
 use lance_table::format::Fragment;
 
+use crate::commit::commit;
 use crate::dataset::{handle, LanceDataset};
 use crate::error::{guard, Failure, Result};
 use crate::ffi::{give_ids, out, u64s};
@@ -75,13 +76,6 @@ fn committed_ids(committed: &Dataset, written: &[Fragment]) -> Vec<u64> {
         .iter()
         .filter_map(|f| first_file(f).and_then(|path| by_file.get(path).copied()))
         .collect()
-}
-
-async fn commit(dataset: Dataset, operation: Operation) -> lance::Result<Dataset> {
-    let transaction = Transaction::new(dataset.version().version, operation, None);
-    CommitBuilder::new(Arc::new(dataset))
-        .execute(transaction)
-        .await
 }
 
 /// Appends the rows of `stream` (consumed) as one fragment in one commit.
@@ -168,10 +162,10 @@ pub unsafe extern "C" fn lance_fragments_extend(
 }
 
 /// Commits an Update that removes the fragments `removed_ids` and adds
-/// `fragments` (consumed, even on failure; may be NULL for none), based on
-/// the handle's version. Appends committed meanwhile are kept; a concurrent
-/// commit that removed or changed one of `removed_ids` makes this one fail
-/// with LANCE_CONFLICT. Reports the new version and the ids given to the new
+/// `fragments` (consumed, even on failure; may be NULL for none), read at
+/// the handle's version. Appends committed meanwhile are kept; a commit since
+/// then that removed or changed one of `removed_ids` makes this one fail with
+/// LANCE_CONFLICT (checked on the latest version, see commit.rs). Reports the new version and the ids given to the new
 /// fragments, in order. The handle moves to the new version.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_commit_update(
