@@ -401,6 +401,12 @@ void Dataset::CreateScalarIndex(const std::string& column, const std::string& na
         "create index " + name + " on " + uri_);
 }
 
+void Dataset::DropIndex(const std::string& name) {
+  Committing("drop_index", [&] {
+    Check(lance_dataset_drop_index(raw_.get(), name.c_str()), "drop index " + name + " of " + uri_);
+  });
+}
+
 std::map<std::string, std::string> Dataset::Indices() const {
   arrow::OwnedStream stream;
   Check(lance_dataset_indices(raw_.get(), stream.get()), "list indices of " + uri_);

@@ -196,6 +196,8 @@ class Dataset {
   enum class IndexKind { kBTree, kZoneMap };
   void CreateScalarIndex(const std::string& column, const std::string& name,
                          IndexKind kind = IndexKind::kBTree);
+  // Drops the index `name`; NotFound if there is none.
+  void DropIndex(const std::string& name);
   std::map<std::string, std::string> Indices() const;  // name -> column
   void CreateTag(const std::string& tag, uint64_t version);
   void DeleteTag(const std::string& tag);

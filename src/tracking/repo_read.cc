@@ -318,8 +318,12 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
   }
 
   // Plan the scans: series in the order asked, grouped while their points
-  // (as the statistics count them) fit one chunk; a larger series is split
-  // into step ranges.
+  // in the range fit one chunk; a larger series is split into step ranges.
+  // The points in the range are estimated as the fewer of the series' points
+  // (as the statistics count them) and the steps in the range: a window of a
+  // thousand steps of long series reads them in one scan, not one per series.
+  // (Steps written many times before an optimize make the estimate low; the
+  // chunk's size is a target, not a limit.)
   std::vector<ReadChunk> chunks;
   uint64_t in_chunk = 0;
   for (uint64_t id : wanted) {
@@ -327,8 +331,10 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
     if (range == ranges.end()) continue;
     auto [lo, hi] = range->second;
     auto delta = deltas.find(id);
-    uint64_t count =
-        delta != deltas.end() && !delta->second.empty() ? delta->second.Finish().count : 0;
+    const uint64_t steps_in_range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+    uint64_t count = std::min(steps_in_range, delta != deltas.end() && !delta->second.empty()
+                                                  ? delta->second.Finish().count
+                                                  : 0);
     if (count > kReadChunkPoints) {
       uint64_t pieces = (count + kReadChunkPoints - 1) / kReadChunkPoints;
       // Width computed in unsigned arithmetic: the range may span all int64.

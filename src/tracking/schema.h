@@ -55,8 +55,11 @@ inline constexpr std::string_view kWalMarkPrefix = "__kv0_wal__/";
 // The series id of metrics rows that are not points.
 inline constexpr uint64_t kReservedSeriesId = 0;
 
-// The BTREE index on metrics.series_id.
-inline constexpr const char* kSeriesIndexName = "series_id_idx";
+// The ZONEMAP index on metrics.series_id (kept by optimize).
+inline constexpr const char* kSeriesIndexName = "series_id_zones";
+// The BTREE index on metrics.series_id that earlier builds kept; optimize
+// drops it (see docs/design.md, "Indices").
+inline constexpr const char* kOldSeriesIndexName = "series_id_idx";
 // The ZONEMAP index on metrics.step (kept by optimize).
 inline constexpr const char* kStepIndexName = "step_idx";
 

@@ -902,6 +902,43 @@ TEST_F(RepoTest, OptimizeKeepsReadsFoldsRunsAndIsIdempotent) {
   EXPECT_EQ(RawSteps(Uri(), loss).size(), 112u);
 }
 
+// Optimize keeps zone maps on metrics' series_id and step, and drops the
+// BTREE on series_id that earlier builds made; reads find the same points.
+TEST_F(RepoTest, OptimizeReplacesTheSeriesBTreeWithAZoneMap) {
+  std::vector<uint64_t> ids;
+  {
+    Repo repo = Open();
+    for (int r = 0; r < 3; ++r) {
+      tracking::Run run = repo.CreateRun(NewRun{.run_id = "zr" + std::to_string(r)});
+      std::vector<Pt> points;
+      for (int64_t i = 0; i < 300; ++i) points.push_back({i, 1.0 * r * i, 1000 + i});
+      Write(run, "loss", points);
+      run.Finish();
+      ids.push_back(SeriesId(run.run_id(), "loss", json::object()));
+    }
+    repo.Flush();
+  }
+  {
+    lance::Dataset metrics = Table(Uri(), kMetricsTable);
+    metrics.CreateScalarIndex("series_id", kOldSeriesIndexName);
+    ASSERT_TRUE(metrics.Indices().count(kOldSeriesIndexName));
+  }
+  Repo repo = Open();
+  repo.Optimize();
+  auto indices = Table(Uri(), kMetricsTable).Indices();
+  EXPECT_EQ(indices.count(kOldSeriesIndexName), 0u);
+  EXPECT_EQ(indices[kSeriesIndexName], "series_id");
+  EXPECT_EQ(indices[kStepIndexName], "step");
+  auto window = repo.ReadMany(ids, StepRange{100, 110});
+  ASSERT_EQ(window.size(), 3u);
+  for (int r = 0; r < 3; ++r) {
+    const MetricData& data = window.at(ids[r]);
+    ASSERT_EQ(data.steps.size(), 10u);
+    EXPECT_EQ(data.steps.front(), 100);
+    EXPECT_EQ(data.values.back(), 1.0 * r * 109);
+  }
+}
+
 TEST_F(RepoTest, OptimizeKeepsPointsAppendedConcurrently) {
   Repo repo = Open();
   NewRun spec;

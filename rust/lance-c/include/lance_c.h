@@ -247,6 +247,10 @@ int32_t lance_dataset_create_scalar_index(const struct LanceDataset *dataset,
                                           const char *name,
                                           const char *index_type);
 
+// Drops the index named `name` in one commit; LANCE_NOT_FOUND if there is
+// none.
+int32_t lance_dataset_drop_index(const struct LanceDataset *dataset, const char *name);
+
 // Lists the dataset's indices as a stream of (name utf8, column utf8).
 int32_t lance_dataset_indices(const struct LanceDataset *dataset,
                               struct ArrowArrayStream *out_stream);

@@ -189,6 +189,26 @@ pub unsafe extern "C" fn lance_dataset_create_scalar_index(
     })
 }
 
+/// Drops the index named `name` in one commit; LANCE_NOT_FOUND if there is
+/// none.
+#[no_mangle]
+pub unsafe extern "C" fn lance_dataset_drop_index(
+    dataset: *const LanceDataset,
+    name: *const c_char,
+) -> i32 {
+    guard(|| {
+        let handle = handle(dataset)?;
+        let name = text(name, "index name")?.to_owned();
+        let mut dataset = handle.snapshot();
+        let dataset = block_on_within(handle.commit_timeout(), async move {
+            dataset.drop_index(&name).await?;
+            Ok::<_, lance::Error>(dataset)
+        })?;
+        handle.advance(dataset);
+        Ok(())
+    })
+}
+
 /// Lists the dataset's indices as a stream of (name utf8, column utf8).
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_indices(
