@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "tracking/levels.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
@@ -228,8 +229,10 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
   for (const auto& chunk : Chunks(series)) {
     DeleteWhere(*tables_[kMetrics], SqlIn("series_id", chunk));
     std::vector<int64_t> steps(chunk.begin(), chunk.end());
-    DeleteWhere(*tables_[kMetrics],
-                "series_id = 0 AND epoch IS NULL AND " + SqlInSigned("step", steps));
+    // Their statistics rows and level rows (levels.h); not WAL marks.
+    DeleteWhere(*tables_[kMetrics], "series_id = 0 AND (epoch IS NULL OR value >= " +
+                                        std::to_string(static_cast<int>(kLevelRowValue)) +
+                                        ") AND " + SqlInSigned("step", steps));
   }
   for (const auto& chunk : Chunks(run_ids)) {
     DeleteWhere(*tables_[kSeries], RunIdIn(chunk));

@@ -216,31 +216,54 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
 
   const BucketGrid grid(*start, *stop, options.buckets);
   const size_t raw_limit = 2 * static_cast<size_t>(options.buckets);
-  ArrowArrayStream raw{};
-  if (by_step) {
-    ReadStream(wanted, StepRange{*start, *stop}, std::nullopt, &raw);
-  } else {
-    ReadStream(wanted, StepRange{}, TimeRange{*start, *stop}, &raw);
-  }
-  arrow::StreamReader reader{arrow::OwnedStream(&raw)};
-  // The stream holds the series one after another (ReadStream's order).
-  std::optional<uint64_t> current;
-  std::optional<SeriesFold> fold;
-  while (auto batch = reader.Next()) {
-    arrow::UInt64Column id(*batch, "series_id");
-    arrow::Int64Column step(*batch, "step");
-    arrow::TimestampColumn timestamp(*batch, "timestamp");
-    arrow::Float64Column value(*batch, "value");
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      if (current != id.value(i)) {
-        if (fold) out[*current] = fold->Finish();
-        current = id.value(i);
-        fold.emplace(grid, options.x, raw_limit);
+  std::map<uint64_t, std::vector<Bucket>> folded;
+  if (by_step && ReadDownsampledFromLevels(wanted, grid, *start, *stop, &folded)) {
+    // Series with few points in the window are answered as their points,
+    // read below; the others are done.
+    std::vector<uint64_t> few;
+    for (uint64_t id : wanted) {
+      auto found = folded.find(id);
+      if (found == folded.end()) continue;  // no point in the window
+      uint64_t points = 0;
+      for (const Bucket& b : found->second) points += b.count;
+      if (points <= raw_limit) {
+        few.push_back(id);
+        continue;
       }
-      fold->Add(step.value(i), timestamp.value(i), value.value(i));
+      DownsampledSeries& series = out[id];
+      for (Bucket& b : found->second) {
+        if (b.count > 0) series.buckets.push_back(b);
+      }
     }
+    wanted = std::move(few);
   }
-  if (fold) out[*current] = fold->Finish();
+  if (!wanted.empty()) {
+    ArrowArrayStream raw{};
+    if (by_step) {
+      ReadStream(wanted, StepRange{*start, *stop}, std::nullopt, &raw);
+    } else {
+      ReadStream(wanted, StepRange{}, TimeRange{*start, *stop}, &raw);
+    }
+    arrow::StreamReader reader{arrow::OwnedStream(&raw)};
+    // The stream holds the series one after another (ReadStream's order).
+    std::optional<uint64_t> current;
+    std::optional<SeriesFold> fold;
+    while (auto batch = reader.Next()) {
+      arrow::UInt64Column id(*batch, "series_id");
+      arrow::Int64Column step(*batch, "step");
+      arrow::TimestampColumn timestamp(*batch, "timestamp");
+      arrow::Float64Column value(*batch, "value");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        if (current != id.value(i)) {
+          if (fold) out[*current] = fold->Finish();
+          current = id.value(i);
+          fold.emplace(grid, options.x, raw_limit);
+        }
+        fold->Add(step.value(i), timestamp.value(i), value.value(i));
+      }
+    }
+    if (fold) out[*current] = fold->Finish();
+  }
   for (auto& [id, series] : out) {
     series.width = grid.width();
     if (series.buckets.empty()) series.raw = true;  // no point: none to reduce

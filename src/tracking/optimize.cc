@@ -12,13 +12,13 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "tracking/levels.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
 namespace kv0::tracking {
 namespace {
 
-constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
 // What one point costs while it is being sorted, for the memory bound.
 constexpr uint64_t kBytesPerPoint = 64;
 
@@ -26,16 +26,6 @@ std::vector<uint64_t> Ids(const std::vector<lance::FragmentInfo>& fragments) {
   std::vector<uint64_t> ids;
   for (const auto& f : fragments) ids.push_back(f.id);
   return ids;
-}
-
-std::set<uint64_t> ParseIdList(const std::string& text) {
-  std::set<uint64_t> out;
-  auto json = nlohmann::json::parse(text, nullptr, false);
-  if (!json.is_array()) return out;
-  for (const auto& id : json) {
-    if (id.is_number_unsigned()) out.insert(id.get<uint64_t>());
-  }
-  return out;
 }
 
 // Points of one series per pass of the sorted rewrite.
@@ -152,19 +142,21 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   auto fragments = metrics.Fragments();
   std::set<uint64_t> present;
   for (const auto& f : fragments) present.insert(f.id);
-  std::set<uint64_t> sorted;
   auto metadata = metrics.Metadata();
-  if (auto it = metadata.find(kSortedFragmentsKey); it != metadata.end()) {
-    sorted = ParseIdList(it->second);
-  }
+  const std::set<uint64_t> sorted = FragmentList(metadata, kSortedFragmentsKey);
+  const std::set<uint64_t> levelled = FragmentList(metadata, kLevelledFragmentsKey);
   std::vector<uint64_t> unsorted;
   for (uint64_t id : present) {
     if (!sorted.count(id)) unsorted.push_back(id);
   }
-  if (unsorted.empty()) return;
+  // Sorted fragments without levels (an earlier build's) are rewritten, once.
+  bool unlevelled = false;
+  for (uint64_t id : sorted) unlevelled = unlevelled || !levelled.count(id);
+  if (unsorted.empty() && !unlevelled) return;
 
-  // A full rewrite when a sorted fragment is gone (merged by compaction)...
-  bool full = false;
+  // A full rewrite when a sorted fragment is gone (merged by compaction) or
+  // has no levels...
+  bool full = unlevelled;
   for (uint64_t id : sorted) full = full || !present.count(id);
   // ...or the new fragments hold an earlier optimize's exact statistics...
   if (!full) {
@@ -290,6 +282,7 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
       CollectPoints(*batch, &points, [&live](uint64_t id) { return live.count(id) > 0; });
     }
     PointBuffer out;
+    std::vector<LevelRow> levels;
     for (auto& [id, series] : points) {
       LatestPerStep(&series);
       std::vector<Point> kept;
@@ -303,12 +296,16 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
         out.values.push_back(p.value);
         kept.push_back(Point{p.step, p.value, p.timestamp_us, p.seq});
       }
-      // Steps of a split series' passes are disjoint: merging stays exact.
+      // Steps of a split series' passes are disjoint: merging stays exact,
+      // for the statistics and for the cells of levels (reads merge a cell
+      // that two passes wrote).
       exact[id].Merge(ExactStats(kept));
+      BuildLevels(id, kept, &levels);
       stats->points_rewritten += kept.size();
     }
     points.clear();
     if (!out.steps.empty()) written.Extend(metrics.WriteFragments(MetricsStream(out, {})));
+    if (!levels.empty()) written.Extend(metrics.WriteFragments(LevelsStream(levels)));
   }
 
   // The reserved rows: one exact delta per rewritten series, and each
@@ -329,12 +326,21 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
 
   // Recorded after the commit: if this process dies in between, a sorted
   // fragment is missing from the list and the next optimize rewrites it.
-  std::set<uint64_t> now_sorted;
-  if (!full) now_sorted = sorted;
+  // Every fragment of the commit is levelled: its points' cells are in it.
+  std::set<uint64_t> now_sorted, now_levelled;
+  if (!full) {
+    now_sorted = sorted;
+    now_levelled = levelled;
+  }
   now_sorted.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
-  nlohmann::json list = nlohmann::json::array();
-  for (uint64_t id : now_sorted) list.push_back(id);
-  metrics.UpdateMetadata({{kSortedFragmentsKey, list.dump()}});
+  now_levelled.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
+  auto json_list = [](const std::set<uint64_t>& ids) {
+    nlohmann::json list = nlohmann::json::array();
+    for (uint64_t id : ids) list.push_back(id);
+    return list.dump();
+  };
+  metrics.UpdateMetadata({{kSortedFragmentsKey, json_list(now_sorted)},
+                          {kLevelledFragmentsKey, json_list(now_levelled)}});
   if (metrics.CountRows() > 0) {
     // Sorted by (series_id, step), a series' rows are contiguous and so are
     // its steps: zones of rows have narrow ranges of both, so a read skips

@@ -43,6 +43,8 @@
 
 namespace kv0::tracking {
 
+class BucketGrid;  // downsample.h
+
 enum TableIndex { kRuns = 0, kParams = 1, kSeries = 2, kMetrics = 3, kTableCount = 4 };
 // "runs", "params", "series", "metrics".
 const char* TableName(int table);
@@ -193,6 +195,14 @@ struct RepoImpl : public BackgroundClient,
                                                         const DownsampleOptions& options);
   void ReadDownsampledStream(std::span<const uint64_t> ids, const DownsampleOptions& options,
                              ArrowArrayStream* out);
+  // downsample_levels.cc: the window [start, stop) of each of ids in the
+  // grid's buckets (all of them, empty ones too, edges set), from the levels
+  // optimize wrote; series with no point there are absent. False, with
+  // nothing read into out, when the levels cannot answer: none written, or
+  // rewritten since, or no cell of theirs fits in a bucket.
+  bool ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const BucketGrid& grid,
+                                 int64_t start, int64_t stop,
+                                 std::map<uint64_t, std::vector<Bucket>>* out);
   // Throws InvalidArgument naming the first id in ids that no series has
   // (the reserved id 0 included); ids may repeat.
   void CheckSeriesExist(std::span<const uint64_t> ids);

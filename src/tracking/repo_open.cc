@@ -192,7 +192,7 @@ std::map<std::string, Mark> RepoImpl::ReadMarks(
       break;
     default:
       scan.columns = {"step", "epoch"};
-      scan.filter = "series_id = 0 AND epoch IS NOT NULL";
+      scan.filter = "series_id = 0 AND epoch IS NOT NULL AND value = 0";  // not level rows
   }
   std::map<std::string, Mark> marks;
   auto note = [&](std::string writer, uint64_t seq) {

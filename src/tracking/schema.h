@@ -55,6 +55,12 @@ inline constexpr std::string_view kWalMarkPrefix = "__kv0_wal__/";
 // The series id of metrics rows that are not points.
 inline constexpr uint64_t kReservedSeriesId = 0;
 
+// Metadata of metrics.lance, written by optimize after its commit: the
+// fragments it wrote sorted by (series_id, step), and those of them whose
+// points have level rows (levels.h), as JSON arrays of fragment ids.
+inline constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
+inline constexpr const char* kLevelledFragmentsKey = "kv0.levelled_fragments";
+
 // The ZONEMAP index on metrics.series_id (kept by optimize).
 inline constexpr const char* kSeriesIndexName = "series_id_zones";
 // The BTREE index on metrics.series_id that earlier builds kept; optimize

@@ -12,7 +12,8 @@
 //           step = the series id (as int64 bits), epoch null and stats = the
 //           encoded StatsDelta; value is 1 for the exact delta optimize
 //           writes, 0 for a flush's. A mark has step = the writer id (16 hex
-//           digits, as int64 bits), epoch = the seq and stats null.
+//           digits, as int64 bits), epoch = the seq, value 0 and stats
+//           null. A level row (levels.h) has epoch set and value 2.
 #pragma once
 
 #include <cstdint>

@@ -310,7 +310,7 @@ TEST_F(DownsampleTest, RandomRepositoriesMatchTheReferenceAtEveryZoom) {
     other.Close();
   }
   Repo repo = Open();
-  auto check_zooms = [&] {
+  auto check_zooms = [&](Repo& repo) {
     for (int64_t buckets : {1, 7, 100, 1000, 5000}) {
       ExpectExact(repo, ids, {.buckets = buckets});
       ExpectExact(repo, ids, {.buckets = buckets, .x = Axis::kTime});
@@ -324,9 +324,44 @@ TEST_F(DownsampleTest, RandomRepositoriesMatchTheReferenceAtEveryZoom) {
       if (HasFatalFailure()) return;
     }
   };
-  check_zooms();
+  check_zooms(repo);
   repo.Optimize();
-  check_zooms();
+  check_zooms(repo);
+  // Reads from levels merge what optimize has not levelled: a second
+  // writer's new steps (then levelled by an incremental optimize, beside the
+  // older levels), and steps written again, some of them at the edges of
+  // levelled cells, which must win over the levelled points.
+  auto other_writes = [&](bool overwrite) {
+    Repo other = Open();
+    for (int r : {0, 1, 3}) {
+      tracking::Run run = other.ResumeRun(runs[r]);
+      for (int64_t step = 7000; step < 7700 && !overwrite; ++step) {
+        run.Track(Value(rng), "dense",
+                  {.step = step, .timestamp_us = 1'900'000'000'000'000 + step});
+      }
+      for (int i = 0; i < 40 && overwrite; ++i) {
+        int64_t step = i < 8 ? 32 * static_cast<int64_t>(rng() % 200) + (i % 2 ? 31 : 0)
+                             : static_cast<int64_t>(rng() % 7700);
+        run.Track(i % 5 ? 1e7 : kNaN, "dense",
+                  {.step = step, .timestamp_us = 2'000'000'000'000'000 + i});
+      }
+    }
+    other.Close();
+  };
+  other_writes(false);
+  {
+    Repo after = Open();
+    check_zooms(after);
+    EXPECT_FALSE(after.Optimize().full_rewrite);
+    check_zooms(after);
+  }
+  other_writes(true);
+  {
+    Repo after = Open();
+    check_zooms(after);
+    after.Optimize();
+    check_zooms(after);
+  }
   // Once a run's delete has finished, its series are unknown ids; the
   // others stay exact.
   repo.DeleteRuns(std::vector<std::string>{runs[2]});
@@ -339,6 +374,52 @@ TEST_F(DownsampleTest, RandomRepositoriesMatchTheReferenceAtEveryZoom) {
   EXPECT_TRUE(ThrowsInvalidArgument([&] { repo.ReadDownsampled(ids, {}); }));
   EXPECT_EQ(repo.ReadDownsampled(live, {}).size(), live.size());
   ExpectExact(repo, live, {.buckets = 300});
+}
+
+// One read over series of very different lengths takes a level coarser than
+// the short series' coarsest cells (their top rows stand in), and series
+// sorted in several passes, or by two optimizes, merge their cells.
+TEST_F(DownsampleTest, LevelsAnswerSeriesOfEveryLengthInOneRead) {
+  std::mt19937_64 rng(20261203);
+  RepoOptions o = Opts();
+  o.optimize_memory = size_t{1} << 20;  // sorts at most 16,384 points per pass
+  std::vector<uint64_t> ids;
+  std::string short_run;
+  {
+    Repo repo = Repo::Open(Uri(), o);
+    tracking::Run long_run = repo.CreateRun(NewRun{.name = "long"});
+    for (int64_t i = 0; i < 60000; ++i) {
+      long_run.Track(Value(rng), "m", {.step = 10 * i - 50000, .timestamp_us = 1000 + i});
+    }
+    tracking::Run small = repo.CreateRun(NewRun{.name = "short"});
+    short_run = small.run_id();
+    for (int64_t step = 1000; step < 1500; ++step) {
+      small.Track(Value(rng), "m", {.step = step, .timestamp_us = 5000 + step});
+    }
+    ids = {SeriesId(long_run.run_id(), "m", nlohmann::json::object()),
+           SeriesId(short_run, "m", nlohmann::json::object())};
+    repo.Optimize();
+    // A second optimize levels the short series' later steps beside the
+    // first one's cells.
+    tracking::Run again = repo.ResumeRun(short_run);
+    for (int64_t step = 1500; step < 9000; step += 3) {
+      again.Track(Value(rng), "m", {.step = step, .timestamp_us = 9000 + step});
+    }
+    repo.Flush();
+    EXPECT_FALSE(repo.Optimize().full_rewrite);
+  }
+  Repo repo = Repo::Open(Uri(), o);
+  for (int64_t buckets : {1, 3, 50, 1000}) {
+    ExpectExact(repo, ids, {.buckets = buckets});
+    ExpectExact(repo, ids, {.buckets = buckets, .start = -40000, .stop = 150000});
+    ExpectExact(repo, ids, {.buckets = buckets, .start = 999, .stop = 8999});
+    for (int zoom = 0; zoom < 3; ++zoom) {
+      int64_t a = static_cast<int64_t>(rng() % 600000) - 50000;
+      int64_t b = static_cast<int64_t>(rng() % 600000) - 50000;
+      if (a > b) std::swap(a, b);
+      ExpectExact(repo, ids, {.buckets = buckets, .start = a, .stop = b});
+    }
+  }
 }
 
 TEST_F(DownsampleTest, OneSpikeAndOneNanInALongSeriesShowAtEveryZoom) {

@@ -1,0 +1,91 @@
+// Levels: a series' points folded, by optimize, into cells of a few fixed
+// widths, so that a chart reads a few cells per bucket instead of every
+// point (Repo::ReadDownsampled; the design and its costs are in
+// docs/design.md, "Charts from levels").
+//
+// Level j has cells of kLevelBase * kLevelRatio^j steps, counted from step 0:
+// cell c holds the steps [c * width, (c + 1) * width). A cell is a Bucket of
+// the points of one series in it (count, first, last, min, max with their
+// steps, timestamps). Since every width is a power of two, a chart's bucket
+// (a power-of-two width, aligned the same way, see BucketGrid) is a whole
+// number of cells of any level no wider than it, and the aggregates merge
+// exactly (MergeBuckets).
+//
+// Levels are stored as reserved rows of metrics.lance, written by optimize
+// into the commit that writes the sorted points they fold, one row per
+// series, level and chunk of kCellsPerRow consecutive cell numbers:
+//
+//   series_id 0, step = the series id, epoch = the chunk's first cell number,
+//   value = kLevelRowValue, seq = the level j, stats = the encoded cells
+//
+// Their epoch is set, which the statistics rows' readers (epoch IS NULL)
+// skip; the WAL marks' reader asks for value 0.
+//
+// Levels of a series stop at the first whose cells would hold all of the
+// points folded (one cell): that row has value kTopLevelRowValue, and stands
+// for every coarser level, where those points stay in one cell (the cell
+// number divided by kLevelRatio per level). Two folds of one series (the
+// passes of a large series, or the optimizes that sorted its older and its
+// newer steps) may stop at different levels; a read at level j takes the
+// rows of level j and the top rows below it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kv0/tracking.h"
+#include "tracking/series_stats.h"
+#include "tracking/tables.h"
+
+namespace kv0::tracking {
+
+inline constexpr int64_t kLevelBase = 32;
+inline constexpr int64_t kLevelRatio = 4;
+inline constexpr int kLevels = 28;  // kLevelBase * kLevelRatio^27 = 2^59
+inline constexpr int64_t kCellsPerRow = 1024;
+inline constexpr double kLevelRowValue = 2;
+inline constexpr double kTopLevelRowValue = 3;
+
+// The cell width of level j.
+int64_t LevelWidth(int level);
+// The coarsest level whose cells are no wider than `width`; -1 if none is.
+int FinestLevelWithin(int64_t width);
+// The cell of `step` at `width`, rounded down (also below zero).
+int64_t CellOfStep(int64_t step, int64_t width);
+// The chunk (its first cell number) that holds `cell`.
+int64_t ChunkOfCell(int64_t cell);
+
+// Adds `from` to `into`: both summarise disjoint steps of one series (as the
+// step axis orders them). `into`'s edges are kept.
+void MergeBuckets(Bucket* into, const Bucket& from);
+
+// One level row: `cells` of one series, level and chunk, by cell number.
+struct LevelRow {
+  uint64_t series_id = 0;
+  int level = 0;
+  int64_t chunk = 0;
+  bool top = false;                               // the series' coarsest level (see above)
+  std::vector<std::pair<int64_t, Bucket>> cells;  // (cell number, its points)
+};
+
+// The level rows of one series' points, in step order and one per step.
+void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out);
+
+// The rows as metrics rows (see above).
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows);
+
+// The fragment ids listed under `key` in a dataset's metadata (empty if the
+// key is absent or not a JSON array of ids).
+std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,
+                                const char* key);
+
+// Decodes a row's stats column into `out` (cell number -> cell), merging
+// cells already there. Corruption if the bytes are not whole cells.
+void DecodeCells(std::string_view bytes, std::map<int64_t, Bucket>* out);
+
+}  // namespace kv0::tracking
