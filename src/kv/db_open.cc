@@ -20,6 +20,9 @@ pipeline::Options PipelineOptions(const std::string& uri, const Options& options
   out.name = "database " + uri;
   if (!read_only) out.wal_dir = wal_dir;
   out.wal_sync = options.wal_sync;
+  // Mapped, so a logged write is a memory copy rather than a system call,
+  // and still survives the process dying once the copy is done.
+  out.mapped_wal = true;
   out.flush_interval = options.flush_interval;
   out.mark_ttl = options.mark_ttl;
   out.replay_stale_wal = options.replay_stale_wal;

@@ -344,6 +344,13 @@ uint64_t Log::Seal() {
     } else if (fd_ >= 0) {
       // A failed record was cut out of it above, after it was unmapped.
       close(std::exchange(fd_, -1));
+    } else {
+      // The next segment could not be created (a full disk, most likely):
+      // every record is in a closed segment already. Trying again here would
+      // fail the same way and keep the flush from committing them and
+      // deleting their segments, which is what frees the disk.
+      number_ = next_number_;
+      return number_ - 1;
     }
     OpenSegmentLocked();
     return number_ - 1;

@@ -133,7 +133,10 @@ class Log {
   // current segment is kept. Throws kIOError if the segment cannot be synced
   // (nothing changes) or no new segment can be created (appends are refused
   // until a later Seal() succeeds, or in a mapped log until an Append creates
-  // one; N covers these records too).
+  // one; N covers these records too). A mapped log left with no segment open
+  // that way has nothing to close: Seal returns N at once and leaves the next
+  // segment to the next Append, so that a flush can commit and delete what a
+  // full disk holds.
   uint64_t Seal();
 
   // Deletes the segments numbered <= upto, once a commit covers them. Never

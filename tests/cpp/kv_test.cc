@@ -11,8 +11,13 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <tuple>
 
+#include "kv/op_log.h"
 #include "test_util.h"
+#include "util/clock.h"
+#include "util/location.h"
+#include "wal/wal.h"
 
 namespace kv0::kv {
 namespace {
@@ -717,7 +722,7 @@ TEST_F(KvTest, ReplayOfCommittedOperationsStoresNothingTwice) {
     auto db = Open();
     for (int i = 0; i < 50; ++i) db->Put("k" + std::to_string(i), "v");
     for (const auto& e : fs::recursive_directory_iterator(dir_.path() / "wal")) {
-      if (e.path().extension() == ".wal") writer_dir = e.path().parent_path();
+      if (e.path().extension() == ".wmap") writer_dir = e.path().parent_path();
     }
     ASSERT_FALSE(writer_dir.empty());
     fs::copy(writer_dir, saved);
@@ -726,12 +731,78 @@ TEST_F(KvTest, ReplayOfCommittedOperationsStoresNothingTwice) {
   uint64_t stored = Open()->GetStats().stored_rows;
   // Put the segments back, as if the deletion after the commit never ran.
   for (const auto& e : fs::directory_iterator(saved)) {
-    if (e.path().extension() == ".wal") fs::copy(e.path(), writer_dir / e.path().filename());
+    if (e.path().extension() == ".wmap") fs::copy(e.path(), writer_dir / e.path().filename());
   }
   auto db = Open();
   EXPECT_EQ(db->GetStats().stored_rows, stored);
   EXPECT_EQ(db->Get("k49"), "v");
   EXPECT_EQ(db->GetStats().entries, 50u);
+}
+
+// Earlier builds logged the key-value store with write calls, into ".wal"
+// segments; this one logs into mapped ".wmap" segments. A WAL of the old kind
+// left by a crash is replayed all the same.
+TEST_F(KvTest, ReplaysTheWalOfAnEarlierBuild) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> expected = {
+      {"overwritten", "committed"}, {"deleted", "committed"}, {"r5", "committed"}};
+  {
+    auto db = Open();
+    for (const auto& [k, v] : expected) db->Put(k, v);
+    db->Flush();
+  }
+  // The earlier build's handle: a record per write, as its kv layer logged
+  // them, over two segments, then the process died.
+  std::string dataset_dir = wal::DatasetDir(Opts().wal_dir, NormalizeLocation(Path()));
+  std::string old_dir;
+  {
+    HybridClock clock;
+    auto log = wal::Log::Open(dataset_dir, WalSync::kBatch, /*mapped=*/false);
+    old_dir = log->dir();
+    auto log_ops = [&](std::initializer_list<std::tuple<OpKind, std::string, std::string>> ops) {
+      OpBuffer buffer;
+      for (const auto& [kind, key, value] : ops) buffer.Add(clock.Next(), kind, key, value);
+      log->Append(buffer.WalRecord());
+    };
+    for (int i = 0; i < 100; ++i) {
+      std::string key = "k" + std::to_string(i), value = "v" + std::to_string(i);
+      log_ops({{OpKind::kPut, key, value}});
+      expected[key] = value;
+    }
+    log->Seal();
+    log_ops({{OpKind::kPut, "overwritten", "logged"}});
+    log_ops({{OpKind::kDelete, "deleted", ""}});
+    log_ops({{OpKind::kPut, "batch", "1"}, {OpKind::kDeleteRange, "r", "s"}});
+    expected["overwritten"] = "logged";
+    expected.erase("deleted");
+    expected.erase("r5");
+    expected["batch"] = "1";
+  }
+  int old_segments = 0;
+  for (const auto& e : fs::directory_iterator(old_dir)) {
+    ASSERT_NE(e.path().extension(), ".wmap") << e.path();
+    old_segments += e.path().extension() == ".wal";
+  }
+  ASSERT_EQ(old_segments, 2);
+
+  auto db = Open();
+  using Map = std::map<std::string, std::string>;
+  auto all = All(*db);
+  EXPECT_EQ(Map(all.begin(), all.end()), expected);
+  // Replayed and committed: the old segments are gone, the new ones mapped.
+  for (const auto& e : fs::recursive_directory_iterator(dataset_dir)) {
+    EXPECT_NE(e.path().extension(), ".wal") << e.path();
+  }
+  db->Put("new", "mapped");
+  bool mapped = false;
+  for (const auto& e : fs::recursive_directory_iterator(dataset_dir)) {
+    mapped |= e.path().extension() == ".wmap";
+  }
+  EXPECT_TRUE(mapped);
+  db.reset();
+  expected["new"] = "mapped";
+  all = All(*Open());
+  EXPECT_EQ(Map(all.begin(), all.end()), expected);
 }
 
 TEST_F(KvTest, WriterIdsAreReusedAcrossCleanOpens) {
@@ -765,11 +836,16 @@ TEST_F(KvTest, UnwritableWalDirectoryFailsTheOpen) {
 }
 
 // The WAL on a tiny file system: a write that does not fit fails with
-// IOError and changes nothing; every acknowledged write survives.
+// IOError and changes nothing; every acknowledged write survives, and the
+// flush that commits them frees the WAL, full disk or not.
 TEST_F(KvTest, FullWalDiskLosesNoAcknowledgedWrite) {
   std::string mount = dir_ / "tiny";
   std::filesystem::create_directories(mount);
-  if (::system(("mount -t tmpfs -o size=96k tmpfs " + mount + " 2>/dev/null").c_str()) != 0) {
+  // Room for one preallocated mapped segment, not for a second.
+  const uint64_t size = wal::Log::kDefaultMappedCapacity * 3 / 2;
+  if (::system(
+          ("mount -t tmpfs -o size=" + std::to_string(size) + " tmpfs " + mount + " 2>/dev/null")
+              .c_str()) != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here";
   }
   struct Unmount {
@@ -783,7 +859,7 @@ TEST_F(KvTest, FullWalDiskLosesNoAcknowledgedWrite) {
   int acked = 0;
   {
     auto db = Open(o);
-    for (; acked < 1000; ++acked) {
+    for (; acked < 100000; ++acked) {
       try {
         db->Put("k" + std::to_string(acked), value);
       } catch (const Error& e) {
@@ -791,7 +867,7 @@ TEST_F(KvTest, FullWalDiskLosesNoAcknowledgedWrite) {
         break;
       }
     }
-    ASSERT_LT(acked, 1000) << "the tmpfs never filled";
+    ASSERT_LT(acked, 100000) << "the tmpfs never filled";
     EXPECT_EQ(db->Get("k" + std::to_string(acked)), std::nullopt);
     db->Flush();  // commits, then frees the WAL
     db->Put("after", "space came back");
@@ -844,7 +920,7 @@ TEST_F(KvTest, TwoHandlesInOneProcessHaveTheirOwnWals) {
   b->Put("b", "2");
   std::set<fs::path> wal_dirs;
   for (const auto& e : fs::recursive_directory_iterator(dir_.path() / "wal")) {
-    if (e.path().extension() == ".wal") wal_dirs.insert(e.path().parent_path());
+    if (e.path().extension() == ".wmap") wal_dirs.insert(e.path().parent_path());
   }
   EXPECT_EQ(wal_dirs.size(), 2u);
   a.reset();

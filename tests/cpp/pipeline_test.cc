@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <set>
@@ -57,13 +58,54 @@ lance::CommitHook FailWhile(std::atomic<bool>* failing) {
   };
 }
 
-// Bytes in WAL segment files under dir.
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteFile(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+}
+
+// Where each record of a segment starts (records of `align`-byte multiples:
+// 1 in a ".wal" segment, 8 in a mapped ".wmap" one, whose data ends at the
+// first zero length).
+std::vector<size_t> RecordOffsets(const std::string& data, size_t align) {
+  std::vector<size_t> out;
+  size_t pos = 0;
+  while (pos + 12 <= data.size()) {
+    uint32_t length;
+    std::memcpy(&length, &data[pos], 4);
+    if (length == 0) break;
+    out.push_back(pos);
+    pos += (12 + length + align - 1) / align * align;
+  }
+  return out;
+}
+
+// Where the records of a segment end.
+size_t RecordsEnd(const std::string& data, size_t align) {
+  std::vector<size_t> offsets = RecordOffsets(data, align);
+  if (offsets.empty()) return 0;
+  uint32_t length;
+  std::memcpy(&length, &data[offsets.back()], 4);
+  return std::min(data.size(), offsets.back() + (12 + length + align - 1) / align * align);
+}
+
+// Bytes of records in WAL segment files under dir. A mapped segment is
+// preallocated, so its size says nothing about what it holds.
 uint64_t WalBytes(const std::string& dir) {
   uint64_t bytes = 0;
   if (!fs::exists(dir)) return 0;
   for (const auto& e : fs::recursive_directory_iterator(dir)) {
     std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.find(".w") != std::string::npos) bytes += e.file_size();
+    if (!e.is_regular_file()) continue;
+    if (name.find(".wmap") != std::string::npos) {
+      bytes += RecordsEnd(ReadFile(e.path()), 8);
+    } else if (name.find(".wal") != std::string::npos) {
+      bytes += e.file_size();
+    }
   }
   return bytes;
 }
@@ -140,8 +182,13 @@ TEST_F(PipelineTest, KvCloseWhoseSealKeepsFailingLeavesTheWalForTheNextOpen) {
   {
     FaultScope faults(Wal());
     auto db = kv::DB::Open(Db(), KvOpts());
-    Put(*db, 0, 30);
-    faults.files().FailAll(Op::kCreate);
+    Put(*db, 0, 20);
+    // A mapped seal that keeps failing: the segment it closes cannot be
+    // synced. (One whose next segment cannot be created fails once; the
+    // next seal leaves that segment to the next write.) Syncs fail from
+    // before the last puts, so the background thread cannot sync them first.
+    faults.files().FailAll(Op::kSync);
+    Put(*db, 20, 30);
     EXPECT_THROW(db->Flush(), Error);
     EXPECT_THROW(db->Close(), Error);
     EXPECT_GT(WalBytes(Wal()), 0u) << "the WAL was deleted with the writes in it";
@@ -356,7 +403,8 @@ TEST_F(PipelineTest, TrackingCloseRacingTrackCommitsOrRefusesEach) {
 // --- 4. Damaged WAL records ----------------------------------------------------
 
 // A writer that logged `n` puts and was then abandoned, with its WAL
-// directory's only segment.
+// directory's only segment that holds records (the failed close's seal
+// opened an empty one after it).
 std::string AbandonedSegment(const std::string& db_path, const kv::Options& options, int n,
                              const std::string& wal_root) {
   {
@@ -369,41 +417,19 @@ std::string AbandonedSegment(const std::string& db_path, const kv::Options& opti
   }
   std::vector<std::string> segments;
   for (const auto& e : fs::recursive_directory_iterator(wal_root)) {
-    if (e.path().extension() == ".wal" && e.file_size() > 0) segments.push_back(e.path());
+    if (e.path().extension() == ".wmap" && RecordsEnd(ReadFile(e.path()), 8) > 0) {
+      segments.push_back(e.path());
+    }
   }
   EXPECT_EQ(segments.size(), 1u);
   return segments.empty() ? "" : segments[0];
-}
-
-// Where each record of a segment starts (records of `align`-byte multiples).
-std::vector<size_t> RecordOffsets(const std::string& data, size_t align) {
-  std::vector<size_t> out;
-  size_t pos = 0;
-  while (pos + 12 <= data.size()) {
-    uint32_t length;
-    std::memcpy(&length, &data[pos], 4);
-    if (length == 0) break;
-    out.push_back(pos);
-    pos += (12 + length + align - 1) / align * align;
-  }
-  return out;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void WriteFile(const std::string& path, const std::string& data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(data.data(), static_cast<std::streamsize>(data.size()));
 }
 
 TEST_F(PipelineTest, KvDamagedLengthMidSegmentIsCorruptionAndKeepsTheWal) {
   std::string segment = AbandonedSegment(Db(), KvOpts(), 40, Wal());
   ASSERT_FALSE(segment.empty());
   std::string data = ReadFile(segment);
-  std::vector<size_t> records = RecordOffsets(data, 1);
+  std::vector<size_t> records = RecordOffsets(data, 8);
   ASSERT_EQ(records.size(), 40u);
   // Record 10's length becomes huge, so it seems to run past the end of the
   // file, as a torn write would; but 29 good records follow it.
@@ -420,10 +446,14 @@ TEST_F(PipelineTest, KvDamagedLengthMidSegmentIsCorruptionAndKeepsTheWal) {
         << e.what();
   }
   EXPECT_EQ(ReadFile(segment), data) << "the damaged WAL was changed";
-  // A torn tail, by contrast, is dropped: cut the file inside its last record.
+  // A torn tail, by contrast, is dropped: the second half of the last record
+  // never reached the disk (a power loss leaves zeros there).
   data = ReadFile(segment);
   data[at + 3] = '\0';
-  WriteFile(segment, data.substr(0, data.size() - 5));
+  size_t end = RecordsEnd(data, 8);
+  std::fill(data.begin() + static_cast<std::ptrdiff_t>((records.back() + end) / 2), data.end(),
+            '\0');
+  WriteFile(segment, data);
   auto db = kv::DB::Open(Db(), KvOpts());
   EXPECT_EQ(db->GetStats().entries, 39u);
 }

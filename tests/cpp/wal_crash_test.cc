@@ -13,8 +13,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "crash_runner.h"
 #include "crash_workload.h"
@@ -82,9 +85,30 @@ class AbandonedWalTest : public ::testing::Test {
     acked_ = kv0::testing::RunAndKill(
         {kv0::testing::SiblingBinary("crash_child"), db_, wal_, "7", "always", "noflush"}, 300);
     for (const auto& e : std::filesystem::recursive_directory_iterator(wal_)) {
-      if (e.path().extension() == ".wal") segments_.push_back(e.path().string());
+      if (e.path().extension() == ".wmap") segments_.push_back(e.path().string());
     }
     std::sort(segments_.begin(), segments_.end());
+  }
+  // Where each record of a mapped segment starts: records are padded to 8
+  // bytes, and the data ends at the first zero length.
+  static std::vector<size_t> RecordOffsets(const std::string& data) {
+    std::vector<size_t> out;
+    for (size_t pos = 0; pos + 12 <= data.size();) {
+      uint32_t length;
+      std::memcpy(&length, &data[pos], 4);
+      if (length == 0) break;
+      out.push_back(pos);
+      pos += (12 + length + 7) / 8 * 8;
+    }
+    return out;
+  }
+  static std::string ReadFile(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  static void WriteFile(const std::string& path, const std::string& data) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
   }
   State Model(int64_t n) {
     State m;
@@ -113,15 +137,16 @@ TEST_F(AbandonedWalTest, ReplayRecoversEverythingAcknowledged) {
 TEST_F(AbandonedWalTest, FlippedByteFailsTheOpenNamingTheFile) {
   ASSERT_FALSE(segments_.empty());
   std::string segment = segments_.front();
-  auto size = std::filesystem::file_size(segment);
-  {
-    std::fstream f(segment, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(size / 2);
-    char c = 0;
-    f.get(c);
-    f.seekp(size / 2);
-    f.put(static_cast<char>(c ^ 0x40));
-  }
+  std::string data = ReadFile(segment);
+  std::vector<size_t> records = RecordOffsets(data);
+  ASSERT_GE(records.size(), 300u);
+  // A byte of the middle record's payload (the padding after it is not
+  // data, and the preallocated rest of the file holds none).
+  size_t record = records[records.size() / 2];
+  uint32_t length;
+  std::memcpy(&length, &data[record], 4);
+  data[record + 12 + length / 2] ^= 0x40;
+  WriteFile(segment, data);
   try {
     DB::Open(db_, Opts());
     FAIL() << "opened over a damaged WAL";
@@ -138,10 +163,16 @@ TEST_F(AbandonedWalTest, FlippedByteFailsTheOpenNamingTheFile) {
 TEST_F(AbandonedWalTest, TornTailIsDroppedAndTheRestReplayed) {
   ASSERT_FALSE(segments_.empty());
   std::string last = segments_.back();
-  std::filesystem::resize_file(last, std::filesystem::file_size(last) - 3);
+  std::string data = ReadFile(last);
+  std::vector<size_t> records = RecordOffsets(data);
+  ASSERT_FALSE(records.empty());
+  // The last record's length was never stored, as when the process dies
+  // during its copy: its bytes are there, behind a zero length.
+  std::memset(&data[records.back()], 0, 4);
+  WriteFile(last, data);
   auto db = DB::Open(db_, Opts());
   State got = Read(*db);
-  // Cutting 3 bytes tears the last record written: it (and only it) is lost.
+  // That tears the last record written: it (and only it) is lost.
   bool matched = false;
   for (int64_t n = acked_ - 1; n <= acked_ + 1; ++n) matched |= (got == Model(n));
   EXPECT_TRUE(matched);
