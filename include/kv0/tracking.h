@@ -357,6 +357,7 @@ struct OptimizeStats {
   uint64_t run_rows_before = 0, run_rows_after = 0;  // runs.lance rows (marks included)
   uint64_t points_rewritten = 0;                     // points the sorted rewrite wrote
   bool full_rewrite = false;                         // every metrics fragment was rewritten
+  uint64_t level_cells = 0;  // cells of charts' levels written (104 bytes each, unencoded)
 };
 
 using kv0::WalSync;
@@ -503,9 +504,12 @@ class Repo {
   // series with no point in the window has no buckets (and raw set). Throws
   // InvalidArgument, reading nothing, for buckets <= 0, start > stop, or an
   // id no series has: the series of a deleted run are absent while the
-  // delete removes their rows, and unknown once it has. The points are read
-  // (one pass; with kTime and an end unset, two): a read costs the points in
-  // the window.
+  // delete removes their rows, and unknown once it has. What a read costs:
+  // on the step axis, once Optimize() has written levels, about two cells
+  // per bucket per series, plus the points at the window's edges and those
+  // logged since the last optimize (docs/design.md, "Charts from levels");
+  // otherwise, and on the time axis, the points in the window (read in one
+  // pass; with kTime and an end unset, two).
   std::map<uint64_t, DownsampledSeries> ReadDownsampled(std::span<const uint64_t> ids,
                                                         const DownsampleOptions& options = {});
   // The same as an Arrow stream, a batch per series in the order of ids,
