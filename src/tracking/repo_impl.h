@@ -145,6 +145,7 @@ struct RepoImpl : public BackgroundClient,
   void OnTick(SteadyTime now) override;
   void AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row);
   void MaybeCompact(int table);
+  void MergeUnsortedMetrics();
 
   // What the tracking layer plugs into the write pipeline (repo_write.cc and,
   // for replay, repo_open.cc).

@@ -4,7 +4,9 @@
 #include <cinttypes>
 #include <cstdio>
 #include <random>
+#include <set>
 
+#include "tracking/levels.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
@@ -404,6 +406,7 @@ void RepoImpl::AfterCommit(pipeline::Batch& batch) {
 // one matters to a replay.
 void RepoImpl::MaybeCompact(int table) {
   lance::Dataset& dataset = *tables_[table];
+  if (table == kMetrics) return MergeUnsortedMetrics();
   if (lance::MergeableFragments(dataset.Fragments()) <= options_.max_fragments) return;
   try {
     dataset.Compact(lance::CompactOptions{});
@@ -424,13 +427,35 @@ void RepoImpl::MaybeCompact(int table) {
           break;
         }
         default:
-          // The metrics marks wait for optimize's rewrite: a delete by
-          // predicate would scan the whole table at every compaction.
           break;
       }
     }
   } catch (const Error&) {
     // A concurrent compaction won; the next flush tries again.
+  }
+}
+
+// Metrics' small fragments are merged as the others', except those optimize
+// sorted: Lance's compaction would merge them too (they are small when a
+// series is), and a sorted fragment gone makes the next optimize rewrite the
+// whole table and, until then, keeps reads off the levels. So the unsorted
+// ones are copied, rows and order unchanged, into one fragment that replaces
+// them in one Update. (The metrics marks wait for optimize's rewrite: a
+// delete by predicate would scan the whole table at every flush.)
+void RepoImpl::MergeUnsortedMetrics() {
+  lance::Dataset& metrics = *tables_[kMetrics];
+  const std::set<uint64_t> sorted = FragmentList(metrics.Metadata(), kSortedFragmentsKey);
+  std::vector<uint64_t> small;
+  for (const auto& f : metrics.Fragments()) {
+    if (!sorted.count(f.id) && f.physical_rows < lance::kCompactTargetRows) small.push_back(f.id);
+  }
+  if (small.size() <= options_.max_fragments) return;
+  try {
+    lance::ScanOptions scan;
+    scan.fragment_ids = small;
+    metrics.CommitUpdate(small, metrics.WriteFragments(metrics.ScanStream(scan)));
+  } catch (const Error&) {
+    // A concurrent optimize or merge took them; the next flush tries again.
   }
 }
 

@@ -31,6 +31,7 @@
 #include "lance/arrow.h"
 #include "lance/dataset.h"
 #include "test_util.h"
+#include "tracking/levels.h"
 #include "tracking/schema.h"
 
 extern char** environ;
@@ -937,6 +938,42 @@ TEST_F(RepoTest, OptimizeReplacesTheSeriesBTreeWithAZoneMap) {
     EXPECT_EQ(data.steps.front(), 100);
     EXPECT_EQ(data.values.back(), 1.0 * r * 109);
   }
+}
+
+// Flushes merge metrics' small fragments, but never those optimize sorted
+// (their levels and sort order would be lost until the next full rewrite).
+TEST_F(RepoTest, FlushMergesLeaveSortedMetricsFragments) {
+  RepoOptions o = Opts();
+  o.max_fragments = 3;
+  Repo repo = Repo::Open(Uri(), o);
+  tracking::Run run = repo.CreateRun(NewRun{.run_id = "merged"});
+  std::vector<Pt> points;
+  for (int64_t i = 0; i < 100; ++i) points.push_back({i, 0.5 * i, 1000 + i});
+  Write(run, "loss", points);
+  repo.Optimize();
+  std::set<uint64_t> sorted;
+  for (uint64_t id : FragmentList(Table(Uri(), kMetricsTable).Metadata(), kSortedFragmentsKey)) {
+    sorted.insert(id);
+  }
+  ASSERT_FALSE(sorted.empty());
+  for (int64_t i = 100; i < 130; ++i) {
+    Write(run, "loss", {{i, 0.5 * i, 1000 + i}});
+    points.push_back({i, 0.5 * i, 1000 + i});
+    repo.Flush();
+  }
+  std::set<uint64_t> present;
+  size_t unsorted = 0;
+  for (const auto& f : Table(Uri(), kMetricsTable).Fragments()) {
+    present.insert(f.id);
+    unsorted += sorted.count(f.id) ? 0 : 1;
+  }
+  for (uint64_t id : sorted)
+    EXPECT_TRUE(present.count(id)) << "sorted fragment " << id << " merged";
+  EXPECT_LE(unsorted, 4u) << "the flushes' fragments were not merged";
+  const uint64_t loss = SeriesId("merged", "loss", json::object());
+  auto read = repo.ReadMany(std::vector<uint64_t>{loss});
+  ASSERT_EQ(read.at(loss).steps.size(), points.size());
+  EXPECT_EQ(read.at(loss).values.back(), 0.5 * 129);
 }
 
 TEST_F(RepoTest, OptimizeKeepsPointsAppendedConcurrently) {
