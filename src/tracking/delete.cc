@@ -16,15 +16,6 @@ constexpr size_t kInChunk = 500;
 
 std::string Tombstones() { return "fields = " + std::to_string(kFieldDeleted); }
 
-template <typename T>
-std::vector<std::vector<T>> Chunks(const std::vector<T>& values) {
-  std::vector<std::vector<T>> out;
-  for (size_t i = 0; i < values.size(); i += kInChunk) {
-    out.emplace_back(values.begin() + i, values.begin() + std::min(values.size(), i + kInChunk));
-  }
-  return out;
-}
-
 std::string RunIdIn(const std::vector<std::string>& ids) {
   std::string out = "run_id IN (";
   for (size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + SqlString(ids[i]);
@@ -69,9 +60,7 @@ std::vector<uint64_t> RepoImpl::WithoutDeletedRuns(std::vector<uint64_t> ids) {
       }
     }
   }
-  for (size_t begin = 0; begin < unknown.size(); begin += kInChunk) {
-    std::vector<uint64_t> part(unknown.begin() + begin,
-                               unknown.begin() + std::min(unknown.size(), begin + kInChunk));
+  for (const auto& part : Chunks(unknown, kInChunk)) {
     lance::ScanOptions scan;
     scan.columns = {"series_id", "run_id"};
     scan.filter = SqlIn("series_id", part);
@@ -214,7 +203,7 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
   // Points first: while their series rows exist, a crash here leaves rows
   // that the next delete or optimize still finds.
   std::vector<uint64_t> series;
-  for (const auto& chunk : Chunks(run_ids)) {
+  for (const auto& chunk : Chunks(run_ids, kInChunk)) {
     lance::ScanOptions scan;
     scan.columns = {"series_id"};
     scan.filter = "series_id <> 0 AND " + RunIdIn(chunk);
@@ -226,7 +215,7 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
   }
   std::sort(series.begin(), series.end());
   series.erase(std::unique(series.begin(), series.end()), series.end());
-  for (const auto& chunk : Chunks(series)) {
+  for (const auto& chunk : Chunks(series, kInChunk)) {
     DeleteWhere(*tables_[kMetrics], SqlIn("series_id", chunk));
     std::vector<int64_t> steps(chunk.begin(), chunk.end());
     // Their statistics rows and level rows (levels.h); not WAL marks.
@@ -234,7 +223,7 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
                                         std::to_string(static_cast<int>(kLevelRowValue)) +
                                         ") AND " + SqlInSigned("step", steps));
   }
-  for (const auto& chunk : Chunks(run_ids)) {
+  for (const auto& chunk : Chunks(run_ids, kInChunk)) {
     DeleteWhere(*tables_[kSeries], RunIdIn(chunk));
     DeleteWhere(*tables_[kParams], RunIdIn(chunk));
     DeleteWhere(*tables_[kRuns],

@@ -144,9 +144,7 @@ void RepoImpl::CheckSeriesExist(std::span<const uint64_t> ids) {
   std::unordered_set<uint64_t> missing(ids.begin(), ids.end());
   missing.erase(kReservedSeriesId);  // never a series; reported below
   lance::Dataset& series = Latest(kSeries);
-  for (size_t begin = 0; begin < ids.size(); begin += kMaxFilterIds) {
-    std::vector<uint64_t> part(ids.begin() + begin,
-                               ids.begin() + std::min(ids.size(), begin + kMaxFilterIds));
+  for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     lance::ScanOptions scan;
     scan.columns = {"series_id"};
     scan.filter = SqlIn("series_id", part);
@@ -183,6 +181,7 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
   // The window: what was asked, its open ends taken from the points.
   const bool by_step = options.x == Axis::kStep;
   std::optional<int64_t> start = options.start, stop = options.stop;
+  std::map<uint64_t, SeriesStats> stats;  // read for an open window on steps
   if (!start || !stop) {
     std::optional<int64_t> lo, hi;  // the extreme x of any point
     auto widen = [&](int64_t first, int64_t last) {
@@ -190,8 +189,8 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
       hi = hi ? std::max(*hi, last) : last;
     };
     if (by_step) {
-      for (const auto& [id, stats] : StatsAtCurrentVersion(wanted))
-        widen(stats.first_step, stats.last_step);
+      stats = StatsAtCurrentVersion(wanted);
+      for (const auto& [id, s] : stats) widen(s.first_step, s.last_step);
     } else {
       // Statistics keep no oldest timestamp: one pass over the points finds it.
       ArrowArrayStream raw{};
@@ -217,25 +216,32 @@ std::map<uint64_t, DownsampledSeries> RepoImpl::ReadDownsampled(std::span<const 
   const BucketGrid grid(*start, *stop, options.buckets);
   const size_t raw_limit = 2 * static_cast<size_t>(options.buckets);
   std::map<uint64_t, std::vector<Bucket>> folded;
-  if (by_step && ReadDownsampledFromLevels(wanted, grid, *start, *stop, &folded)) {
+  if (by_step) {
     // Series with few points in the window are answered as their points,
-    // read below; the others are done.
-    std::vector<uint64_t> few;
+    // read below. Known to be few (the statistics count every point of an
+    // open window), a series skips the levels.
+    std::vector<uint64_t> few, many;
     for (uint64_t id : wanted) {
-      auto found = folded.find(id);
-      if (found == folded.end()) continue;  // no point in the window
-      uint64_t points = 0;
-      for (const Bucket& b : found->second) points += b.count;
-      if (points <= raw_limit) {
-        few.push_back(id);
-        continue;
-      }
-      DownsampledSeries& series = out[id];
-      for (Bucket& b : found->second) {
-        if (b.count > 0) series.buckets.push_back(b);
-      }
+      auto s = stats.find(id);
+      (s != stats.end() && s->second.count <= raw_limit ? few : many).push_back(id);
     }
-    wanted = std::move(few);
+    if (ReadDownsampledFromLevels(many, grid, *start, *stop, &folded)) {
+      for (uint64_t id : many) {
+        auto found = folded.find(id);
+        if (found == folded.end()) continue;  // no point in the window
+        uint64_t points = 0;
+        for (const Bucket& b : found->second) points += b.count;
+        if (points <= raw_limit) {
+          few.push_back(id);
+          continue;
+        }
+        DownsampledSeries& series = out[id];
+        for (Bucket& b : found->second) {
+          if (b.count > 0) series.buckets.push_back(b);
+        }
+      }
+      wanted = std::move(few);
+    }
   }
   if (!wanted.empty()) {
     ArrowArrayStream raw{};

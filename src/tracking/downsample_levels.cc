@@ -1,18 +1,21 @@
 // ReadDownsampled's fast path: a step window folded from the levels optimize
 // wrote (levels.h), and from raw points only where the levels cannot say:
 //
-//   - the window's two edges, where a cell of the level lies partly outside
-//     it: read raw, every fragment, the latest point per step;
+//   - an edge cell of the window (one that lies partly outside it) whose
+//     points reach outside the window: its part inside is read raw, every
+//     fragment, the latest point per step. An edge cell whose points all lie
+//     inside is used whole; so a view of a whole series, whose window ends
+//     at its last point, reads no raw point of a levelled series;
 //   - points in fragments no optimize levelled (new flushes, other writers):
 //     read raw from those fragments; each is added as it is, unless its step
 //     lies between the first and last step of a levelled cell, which may
 //     hold an older point at that step: that cell is read raw instead.
 //
-// Everything else is whole cells, merged into the chart's buckets, which are
-// whole numbers of cells. Cells, edges, new points and cells read raw cover
-// disjoint steps, so the merge is exact. What a read costs: the rows of the
-// level (about 2 cells per bucket, up to kCellsPerRow - 1 more at each end)
-// and the points of the edges and of the unlevelled fragments.
+// Everything else is whole cells, merged into the chart's buckets, each a
+// whole number of cells. Cells, raw spans and new points cover disjoint
+// steps, so the merge is exact. What a read costs: the rows of the level
+// (about 2 cells per bucket, up to kCellsPerRow - 1 more at each end) and
+// the points of the spans read raw and of the unlevelled fragments.
 
 #include <algorithm>
 #include <set>
@@ -27,7 +30,13 @@ namespace {
 
 struct StepSpan {
   int64_t start, stop;  // [start, stop)
+  auto operator<=>(const StepSpan&) const = default;
 };
+
+bool InSpans(const std::vector<StepSpan>& spans, int64_t step) {
+  return std::any_of(spans.begin(), spans.end(),
+                     [&](const StepSpan& s) { return step >= s.start && step < s.stop; });
+}
 
 std::string SpanFilter(const std::vector<StepSpan>& spans) {
   std::string filter;
@@ -45,9 +54,7 @@ PointsBySeries ReadLatest(const lance::Dataset& metrics, const std::vector<uint6
                           const std::optional<std::vector<uint64_t>>& fragments) {
   PointsBySeries points;
   if (ids.empty() || spans.empty()) return points;
-  for (size_t begin = 0; begin < ids.size(); begin += kMaxFilterIds) {
-    std::vector<uint64_t> part(ids.begin() + begin,
-                               ids.begin() + std::min(ids.size(), begin + kMaxFilterIds));
+  for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     lance::ScanOptions scan;
     scan.columns = PointColumns();
     scan.with_row_address = true;
@@ -74,12 +81,19 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   const int level = FinestLevelWithin(grid.width());
   if (level < 0 || ids.empty()) return false;
   const int64_t width = LevelWidth(level);
-  // The cells wholly inside the window, [cell_lo, cell_hi), and the steps
-  // they cover, [inner_start, inner_stop): within the window, so in range.
-  const int64_t cell_lo = CellOfStep(start, width) + (start % width != 0 ? 1 : 0);
+  // The cells that meet the window, [first_cell, last_cell], and those
+  // wholly inside it, [cell_lo, cell_hi).
+  const int64_t first_cell = CellOfStep(start, width);
+  const int64_t last_cell = CellOfStep(stop - 1, width);
+  const int64_t cell_lo = first_cell + (start % width != 0 ? 1 : 0);
   const int64_t cell_hi = CellOfStep(stop, width);
   if (cell_lo >= cell_hi) return false;  // no whole cell: the raw read is small
-  const int64_t inner_start = cell_lo * width, inner_stop = cell_hi * width;
+  // A cell's steps, clipped to the window (the clip also keeps the edge
+  // cells' products in range).
+  auto cell_span = [&](int64_t cell) {
+    return StepSpan{cell < cell_lo ? start : cell * width,
+                    cell >= cell_hi ? stop : (cell + 1) * width};
+  };
 
   // One version throughout: its fragments, its metadata, its rows.
   lance::Dataset metrics = Latest(kMetrics).Clone();
@@ -98,19 +112,16 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
 
   // The cells of the level, and the top rows below it, per series.
   std::map<uint64_t, std::map<int64_t, Bucket>> cells;
-  for (size_t begin = 0; begin < ids.size(); begin += kMaxFilterIds) {
-    std::vector<int64_t> part;
-    for (size_t i = begin; i < std::min(ids.size(), begin + kMaxFilterIds); ++i) {
-      part.push_back(static_cast<int64_t>(ids[i]));
-    }
+  for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     lance::ScanOptions scan;
     scan.columns = {"step", "seq", "stats"};
     scan.fragment_ids = std::vector<uint64_t>(levelled.begin(), levelled.end());
-    scan.filter = "series_id = 0 AND " + SqlInSigned("step", part) +
+    scan.filter = "series_id = 0 AND " +
+                  SqlInSigned("step", std::vector<int64_t>(part.begin(), part.end())) +
                   " AND ((seq = " + std::to_string(level) +
                   " AND value >= " + std::to_string(static_cast<int>(kLevelRowValue)) +
-                  " AND epoch >= " + SqlInt(ChunkOfCell(cell_lo)) +
-                  " AND epoch <= " + SqlInt(ChunkOfCell(cell_hi - 1)) +
+                  " AND epoch >= " + SqlInt(ChunkOfCell(first_cell)) +
+                  " AND epoch <= " + SqlInt(ChunkOfCell(last_cell)) +
                   ") OR (value = " + std::to_string(static_cast<int>(kTopLevelRowValue)) +
                   " AND seq < " + std::to_string(level) + "))";
     auto reader = metrics.Scan(scan);
@@ -129,45 +140,49 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
         auto& mine = cells[static_cast<uint64_t>(series.value(i))];
         for (const auto& [cell, bucket] : decoded) {
           const int64_t at = per_cell == 1 ? cell : CellOfStep(cell, per_cell);
-          if (at >= cell_lo && at < cell_hi) MergeBuckets(&mine[at], bucket);
+          if (at >= first_cell && at <= last_cell) MergeBuckets(&mine[at], bucket);
         }
       }
     }
   }
 
-  // Points not levelled yet, in the inner cells (the edges are read below).
-  PointsBySeries fresh;
-  if (!unlevelled.empty())
-    fresh = ReadLatest(metrics, ids, {{inner_start, inner_stop}}, unlevelled);
-
-  // The raw spans: the edges for every series; the cells a fresh point may
-  // overwrite, per series.
-  std::vector<StepSpan> edges;
-  if (start < inner_start) edges.push_back({start, inner_start});
-  if (inner_stop < stop) edges.push_back({inner_stop, stop});
-  std::map<uint64_t, std::vector<StepSpan>> rewritten;
-  for (auto& [id, points] : fresh) {
-    auto& mine = cells[id];
-    std::vector<StoredPoint> kept;
-    for (const StoredPoint& p : points) {
-      const int64_t cell = CellOfStep(p.step, width);
-      auto found = mine.find(cell);
-      if (found == mine.end() || p.step < found->second.first_step ||
-          p.step > found->second.last_step) {
-        kept.push_back(p);
-        continue;
+  // Per series, the spans read raw: each replaces a cell, taken out here.
+  std::map<uint64_t, std::vector<StepSpan>> raw;
+  auto read_raw = [&](uint64_t id, std::map<int64_t, Bucket>* mine, int64_t cell) {
+    raw[id].push_back(cell_span(cell));
+    mine->erase(cell);
+  };
+  for (auto& [id, mine] : cells) {
+    for (int64_t edge : {first_cell, last_cell}) {
+      if (edge >= cell_lo && edge < cell_hi) continue;  // wholly inside
+      auto found = mine.find(edge);
+      if (found != mine.end() &&
+          (found->second.first_step < start || found->second.last_step >= stop)) {
+        read_raw(id, &mine, edge);
       }
-      rewritten[id].push_back({cell * width, (cell + 1) * width});
-      mine.erase(found);
     }
-    // Points in a cell now read raw are in that raw read.
-    std::erase_if(kept, [&](const StoredPoint& p) {
-      for (const StepSpan& s : rewritten[id]) {
-        if (p.step >= s.start && p.step < s.stop) return true;
+  }
+
+  // Points not levelled yet. One that may overwrite a cell's point sends the
+  // cell to the raw read, which also reads the new points inside it.
+  PointsBySeries fresh;
+  if (!unlevelled.empty()) fresh = ReadLatest(metrics, ids, {{start, stop}}, unlevelled);
+  for (auto& [id, points] : fresh) {
+    auto mine = cells.find(id);
+    if (mine != cells.end()) {
+      for (const StoredPoint& p : points) {
+        const int64_t cell = CellOfStep(p.step, width);
+        auto found = mine->second.find(cell);
+        if (found != mine->second.end() && p.step >= found->second.first_step &&
+            p.step <= found->second.last_step) {
+          read_raw(id, &mine->second, cell);
+        }
       }
-      return false;
-    });
-    points = std::move(kept);
+    }
+    auto spans = raw.find(id);
+    if (spans != raw.end()) {
+      std::erase_if(points, [&](const StoredPoint& p) { return InSpans(spans->second, p.step); });
+    }
   }
 
   std::map<uint64_t, std::vector<Bucket>> folded;
@@ -176,18 +191,21 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
     if (buckets.empty()) buckets.resize(static_cast<size_t>(grid.cells()));
     MergeBuckets(&buckets[static_cast<size_t>(grid.CellOf(step))], b);
   };
+  // A cell lies in one bucket (both grids are aligned powers of two), and
+  // its first point lies in the window.
   for (const auto& [id, mine] : cells) {
-    for (const auto& [cell, bucket] : mine) add(id, cell * width, bucket);
+    for (const auto& [cell, bucket] : mine) add(id, bucket.first_step, bucket);
   }
   for (const auto& [id, points] : fresh) {
     for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
   }
-  for (const auto& [id, points] : ReadLatest(metrics, ids, edges, std::nullopt)) {
-    for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
-  }
-  for (const auto& [id, spans] : rewritten) {
-    for (const auto& [read_id, points] : ReadLatest(metrics, {id}, spans, std::nullopt)) {
-      for (const StoredPoint& p : points) add(read_id, p.step, OnePoint(p));
+  // The raw reads, one per set of spans (in a zoom, every series shares its
+  // two edges).
+  std::map<std::vector<StepSpan>, std::vector<uint64_t>> by_spans;
+  for (const auto& [id, spans] : raw) by_spans[spans].push_back(id);
+  for (const auto& [spans, group] : by_spans) {
+    for (const auto& [id, points] : ReadLatest(metrics, group, spans, std::nullopt)) {
+      for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
     }
   }
   for (auto& [id, buckets] : folded) {

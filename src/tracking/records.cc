@@ -113,12 +113,11 @@ std::vector<std::string> Distinct(const std::vector<std::string>& values) {
 std::vector<std::string> InFilters(std::string_view column,
                                    const std::vector<std::string>& values) {
   std::vector<std::string> out;
-  for (size_t begin = 0; begin < values.size(); begin += kRecordsInChunk) {
-    size_t end = std::min(values.size(), begin + kRecordsInChunk);
+  for (const auto& part : Chunks(values, kRecordsInChunk)) {
     std::string filter = std::string(column) + " IN (";
-    for (size_t i = begin; i < end; ++i) {
-      if (i > begin) filter += ", ";
-      filter += SqlString(values[i]);
+    for (size_t i = 0; i < part.size(); ++i) {
+      if (i > 0) filter += ", ";
+      filter += SqlString(part[i]);
     }
     out.push_back(filter + ")");
   }

@@ -237,9 +237,7 @@ std::map<uint64_t, SeriesStats> RepoImpl::FinishStats(
     }
   }
   // Dirty series are computed from their points, as reads see them.
-  for (size_t begin = 0; begin < dirty.size(); begin += kMaxFilterIds) {
-    std::vector<uint64_t> part(dirty.begin() + begin,
-                               dirty.begin() + std::min(dirty.size(), begin + kMaxFilterIds));
+  for (const auto& part : Chunks(dirty, kMaxFilterIds)) {
     lance::ScanOptions scan;
     scan.columns = PointColumns();
     scan.filter = SqlIn("series_id", part);
@@ -282,9 +280,7 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
   // before the time range applies.
   std::map<uint64_t, std::pair<int64_t, int64_t>> ranges;  // [start, stop)
   if (times) {
-    for (size_t begin = 0; begin < wanted.size(); begin += kMaxFilterIds) {
-      std::vector<uint64_t> part(wanted.begin() + begin,
-                                 wanted.begin() + std::min(wanted.size(), begin + kMaxFilterIds));
+    for (const auto& part : Chunks(wanted, kMaxFilterIds)) {
       lance::ScanOptions scan;
       scan.columns = {"series_id", "step"};
       scan.filter = SqlIn("series_id", part) + StepFilter(steps.start, steps.stop);

@@ -16,6 +16,7 @@
 //           null. A level row (levels.h) has epoch set and value 2.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -23,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -130,5 +132,17 @@ std::string SqlTimestamp(int64_t micros);      // a timestamp[us, UTC] value
 // "column IN (a, b, ...)" over uint64 or int64 values.
 std::string SqlIn(std::string_view column, const std::vector<uint64_t>& values);
 std::string SqlInSigned(std::string_view column, const std::vector<int64_t>& values);
+
+// `values` cut, in order, into parts of at most `size` each: the lists of
+// IN filters, which Lance plans slowly when they grow long.
+template <typename Range>
+auto Chunks(const Range& values, size_t size) {
+  using T = std::remove_cv_t<typename Range::value_type>;
+  std::vector<std::vector<T>> out;
+  for (size_t i = 0; i < values.size(); i += size) {
+    out.emplace_back(values.begin() + i, values.begin() + std::min(values.size(), i + size));
+  }
+  return out;
+}
 
 }  // namespace kv0::tracking
