@@ -67,6 +67,43 @@ PointsBySeries ReadLatest(const lance::Dataset& metrics, const std::vector<uint6
   return points;
 }
 
+// One series' cells at the read's level: gathered in any order, then
+// sorted by cell number with the parts of one cell (from two folds) merged.
+class Cells {
+ public:
+  void Add(int64_t cell, const Bucket& bucket) { cells_.emplace_back(cell, bucket); }
+
+  void Finish() {
+    auto by_cell = [](const auto& a, const auto& b) { return a.first < b.first; };
+    if (!std::is_sorted(cells_.begin(), cells_.end(), by_cell)) {
+      std::stable_sort(cells_.begin(), cells_.end(), by_cell);
+    }
+    size_t kept = 0;
+    for (size_t i = 0; i < cells_.size(); ++i) {
+      if (kept > 0 && cells_[kept - 1].first == cells_[i].first) {
+        MergeBuckets(&cells_[kept - 1].second, cells_[i].second);
+      } else {
+        cells_[kept++] = cells_[i];
+      }
+    }
+    cells_.resize(kept);
+  }
+
+  // The cell numbered `cell`, or null if it holds no point (also once
+  // emptied, as a cell sent to the raw read is). After Finish().
+  Bucket* Find(int64_t cell) {
+    auto at = std::lower_bound(cells_.begin(), cells_.end(), cell,
+                               [](const auto& c, int64_t n) { return c.first < n; });
+    if (at == cells_.end() || at->first != cell || at->second.count == 0) return nullptr;
+    return &at->second;
+  }
+
+  const std::vector<std::pair<int64_t, Bucket>>& sorted() const { return cells_; }
+
+ private:
+  std::vector<std::pair<int64_t, Bucket>> cells_;
+};
+
 Bucket OnePoint(const StoredPoint& p) {
   Bucket b;
   AddPoint(&b, Axis::kStep, p.step, p.timestamp_us, p.value);
@@ -111,7 +148,8 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   }
 
   // The cells of the level, and the top rows below it, per series.
-  std::map<uint64_t, std::map<int64_t, Bucket>> cells;
+  std::map<uint64_t, Cells> cells;
+  std::vector<std::pair<int64_t, Bucket>> decoded;
   for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     lance::ScanOptions scan;
     scan.columns = {"step", "seq", "stats"};
@@ -130,36 +168,34 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
       arrow::UInt64Column row_level(*batch, "seq");
       arrow::BinaryColumn stats(*batch, "stats");
       for (int64_t i = 0; i < batch->num_rows(); ++i) {
-        std::map<int64_t, Bucket> decoded;
+        decoded.clear();
         DecodeCells(stats.value(i), &decoded);
         // A top row of a finer level: its one cell, numbered at this level.
         int64_t per_cell = 1;
         for (uint64_t l = row_level.value(i); l < static_cast<uint64_t>(level); ++l) {
           per_cell *= kLevelRatio;
         }
-        auto& mine = cells[static_cast<uint64_t>(series.value(i))];
-        for (const auto& [cell, bucket] : decoded) {
+        Cells& mine = cells[static_cast<uint64_t>(series.value(i))];
+        for (auto& [cell, bucket] : decoded) {
           const int64_t at = per_cell == 1 ? cell : CellOfStep(cell, per_cell);
-          if (at >= first_cell && at <= last_cell) MergeBuckets(&mine[at], bucket);
+          if (at >= first_cell && at <= last_cell) mine.Add(at, bucket);
         }
       }
     }
   }
+  for (auto& [id, mine] : cells) mine.Finish();
 
-  // Per series, the spans read raw: each replaces a cell, taken out here.
+  // Per series, the spans read raw: each replaces a cell, dropped here.
   std::map<uint64_t, std::vector<StepSpan>> raw;
-  auto read_raw = [&](uint64_t id, std::map<int64_t, Bucket>* mine, int64_t cell) {
-    raw[id].push_back(cell_span(cell));
-    mine->erase(cell);
+  auto read_raw = [&](uint64_t id, Bucket* cell) {
+    raw[id].push_back(cell_span(CellOfStep(cell->first_step, width)));
+    *cell = Bucket{};
   };
   for (auto& [id, mine] : cells) {
     for (int64_t edge : {first_cell, last_cell}) {
       if (edge >= cell_lo && edge < cell_hi) continue;  // wholly inside
-      auto found = mine.find(edge);
-      if (found != mine.end() &&
-          (found->second.first_step < start || found->second.last_step >= stop)) {
-        read_raw(id, &mine, edge);
-      }
+      Bucket* found = mine.Find(edge);
+      if (found && (found->first_step < start || found->last_step >= stop)) read_raw(id, found);
     }
   }
 
@@ -171,11 +207,9 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
     auto mine = cells.find(id);
     if (mine != cells.end()) {
       for (const StoredPoint& p : points) {
-        const int64_t cell = CellOfStep(p.step, width);
-        auto found = mine->second.find(cell);
-        if (found != mine->second.end() && p.step >= found->second.first_step &&
-            p.step <= found->second.last_step) {
-          read_raw(id, &mine->second, cell);
+        Bucket* found = mine->second.Find(CellOfStep(p.step, width));
+        if (found && p.step >= found->first_step && p.step <= found->last_step) {
+          read_raw(id, found);
         }
       }
     }
@@ -194,7 +228,9 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   // A cell lies in one bucket (both grids are aligned powers of two), and
   // its first point lies in the window.
   for (const auto& [id, mine] : cells) {
-    for (const auto& [cell, bucket] : mine) add(id, bucket.first_step, bucket);
+    for (const auto& [cell, bucket] : mine.sorted()) {
+      if (bucket.count > 0) add(id, bucket.first_step, bucket);
+    }
   }
   for (const auto& [id, points] : fresh) {
     for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));

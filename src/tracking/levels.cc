@@ -188,11 +188,12 @@ std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metada
   return out;
 }
 
-void DecodeCells(std::string_view bytes, std::map<int64_t, Bucket>* out) {
+void DecodeCells(std::string_view bytes, std::vector<std::pair<int64_t, Bucket>>* out) {
   if (bytes.size() % kCellBytes != 0) {
     throw Error(Code::kCorruption, "a level row of metrics holds " + std::to_string(bytes.size()) +
                                        " bytes, not whole cells");
   }
+  out->reserve(out->size() + bytes.size() / kCellBytes);
   for (const char* at = bytes.data(); at < bytes.data() + bytes.size();) {
     const int64_t cell = Get<int64_t>(at);
     Bucket b;
@@ -208,7 +209,7 @@ void DecodeCells(std::string_view bytes, std::map<int64_t, Bucket>* out) {
     b.max_step = Get<int64_t>(at);
     b.first_timestamp_us = Get<int64_t>(at);
     b.last_timestamp_us = Get<int64_t>(at);
-    MergeBuckets(&(*out)[cell], b);
+    out->emplace_back(cell, b);
   }
 }
 

@@ -84,8 +84,8 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows);
 std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,
                                 const char* key);
 
-// Decodes a row's stats column into `out` (cell number -> cell), merging
-// cells already there. Corruption if the bytes are not whole cells.
-void DecodeCells(std::string_view bytes, std::map<int64_t, Bucket>* out);
+// Appends the cells of a row's stats column to `out` as (cell number, cell),
+// in the row's order. Corruption if the bytes are not whole cells.
+void DecodeCells(std::string_view bytes, std::vector<std::pair<int64_t, Bucket>>* out);
 
 }  // namespace kv0::tracking
