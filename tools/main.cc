@@ -652,12 +652,16 @@ int Optimize(const Args& args) {
     PrintJson({{"run_rows_before", stats.run_rows_before},
                {"run_rows_after", stats.run_rows_after},
                {"points_rewritten", stats.points_rewritten},
-               {"full_rewrite", stats.full_rewrite}});
+               {"full_rewrite", stats.full_rewrite},
+               {"level_cells", stats.level_cells},
+               {"level_bytes", stats.level_bytes}});
     return 0;
   }
   std::cout << "run rows: " << stats.run_rows_before << " -> " << stats.run_rows_after << "\n"
             << "points rewritten: " << stats.points_rewritten
-            << (stats.full_rewrite ? " (every metrics fragment)" : "") << "\n";
+            << (stats.full_rewrite ? " (every metrics fragment)" : "") << "\n"
+            << "chart levels: " << stats.level_cells << " cells, " << stats.level_bytes
+            << " bytes\n";
   return 0;
 }
 

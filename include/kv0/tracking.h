@@ -357,7 +357,8 @@ struct OptimizeStats {
   uint64_t run_rows_before = 0, run_rows_after = 0;  // runs.lance rows (marks included)
   uint64_t points_rewritten = 0;                     // points the sorted rewrite wrote
   bool full_rewrite = false;                         // every metrics fragment was rewritten
-  uint64_t level_cells = 0;  // cells of charts' levels written (104 bytes each, unencoded)
+  uint64_t level_cells = 0;                          // cells of charts' levels written
+  uint64_t level_bytes = 0;  // their encoded size (before Lance compresses them)
 };
 
 using kv0::WalSync;

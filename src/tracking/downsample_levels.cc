@@ -169,7 +169,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
       arrow::BinaryColumn stats(*batch, "stats");
       for (int64_t i = 0; i < batch->num_rows(); ++i) {
         decoded.clear();
-        DecodeCells(stats.value(i), &decoded);
+        DecodeCells(stats.value(i), static_cast<int>(row_level.value(i)), &decoded);
         // A top row of a finer level: its one cell, numbered at this level.
         int64_t per_cell = 1;
         for (uint64_t l = row_level.value(i); l < static_cast<uint64_t>(level); ++l) {

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "kv0/error.h"
@@ -17,51 +18,115 @@ namespace kv0::tracking {
 namespace {
 
 static_assert(std::endian::native == std::endian::little,
-              "cells are stored as the host's 8-byte words, which must be little-endian");
-
-// A stored cell: its number, then the Bucket's aggregates (its edges follow
-// from the number and the level).
-constexpr size_t kCellWords = 13;
-constexpr size_t kCellBytes = kCellWords * 8;
+              "a cell's values are stored as the host's doubles, which must be little-endian");
 
 int64_t FloorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
 }
 
-template <typename T>
-void Put(std::string* out, T word) {
-  static_assert(sizeof(T) == 8);
+// --- The cell format ----------------------------------------------------------
+//
+// A row's cells, in ascending cell number, each as
+//
+//   cell number      zigzag varint: the number itself for the first cell, then
+//                    the gap from the cell before
+//   count            varint
+//   non_finite       varint
+//   first, last, min, max steps
+//                    varints: offsets from the cell's first step (the cell
+//                    number times the width), each below the width
+//   first timestamp  zigzag varint: from the cell before's last timestamp (0
+//                    for the first cell)
+//   last timestamp   zigzag varint: from the first
+//   first, last, min, max values
+//                    8 bytes each, the doubles' bits
+//
+// About 45 bytes for a full cell of 128 steps, against 104 for the same
+// fields at a fixed width: a chart reads a few hundred thousand cells, so
+// their bytes are most of its cost.
+
+void PutVarint(std::string* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+uint64_t Zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t Unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
+
+// Differences and sums that wrap, as two's complement does: a difference of
+// two timestamps may not fit, yet adds back exactly.
+int64_t WrapSub(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
+}
+int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+
+void PutDouble(std::string* out, double v) {
   char bytes[8];
-  std::memcpy(bytes, &word, 8);
+  std::memcpy(bytes, &v, 8);
   out->append(bytes, 8);
 }
 
-template <typename T>
-T Get(const char*& at) {
-  T word;
-  std::memcpy(&word, at, 8);
-  at += 8;
-  return word;
-}
+// Reads a row's bytes; any read past the end, or a varint longer than ten
+// bytes, is Corruption.
+class CellReader {
+ public:
+  explicit CellReader(std::string_view bytes) : at_(bytes.data()), end_(at_ + bytes.size()) {}
 
-std::string EncodeCells(const std::vector<std::pair<int64_t, Bucket>>& cells) {
+  bool done() const { return at_ == end_; }
+
+  uint64_t Varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 70; shift += 7) {
+      if (at_ == end_) Fail();
+      const auto byte = static_cast<uint8_t>(*at_++);
+      v |= static_cast<uint64_t>(byte & 0x7f) << shift;
+      if (byte < 0x80) return v;
+    }
+    Fail();
+  }
+
+  double Double() {
+    if (end_ - at_ < 8) Fail();
+    double v;
+    std::memcpy(&v, at_, 8);
+    at_ += 8;
+    return v;
+  }
+
+  [[noreturn]] static void Fail() {
+    throw Error(Code::kCorruption, "a level row of metrics holds cells that do not decode");
+  }
+
+ private:
+  const char* at_;
+  const char* end_;
+};
+
+std::string EncodeCells(const std::vector<std::pair<int64_t, Bucket>>& cells, int64_t width) {
   std::string out;
-  out.reserve(cells.size() * kCellBytes);
+  out.reserve(cells.size() * 48);
+  int64_t previous_cell = 0, previous_timestamp = 0;
   for (const auto& [cell, b] : cells) {
-    Put(&out, cell);
-    Put(&out, b.count);
-    Put(&out, b.non_finite);
-    Put(&out, b.first_step);
-    Put(&out, b.first);
-    Put(&out, b.last_step);
-    Put(&out, b.last);
-    Put(&out, b.min);
-    Put(&out, b.min_step);
-    Put(&out, b.max);
-    Put(&out, b.max_step);
-    Put(&out, b.first_timestamp_us);
-    Put(&out, b.last_timestamp_us);
+    const int64_t base = cell * width;
+    PutVarint(&out, Zigzag(WrapSub(cell, previous_cell)));
+    PutVarint(&out, b.count);
+    PutVarint(&out, b.non_finite);
+    for (int64_t step : {b.first_step, b.last_step, b.min_step, b.max_step}) {
+      PutVarint(&out, static_cast<uint64_t>(step - base));
+    }
+    PutVarint(&out, Zigzag(WrapSub(b.first_timestamp_us, previous_timestamp)));
+    PutVarint(&out, Zigzag(WrapSub(b.last_timestamp_us, b.first_timestamp_us)));
+    for (double v : {b.first, b.last, b.min, b.max}) PutDouble(&out, v);
+    previous_cell = cell;
+    previous_timestamp = b.last_timestamp_us;
   }
   return out;
 }
@@ -81,7 +146,7 @@ void ChunkCells(uint64_t series_id, int level, bool top,
 
 }  // namespace
 
-int64_t LevelWidth(int level) { return kLevelBase << (2 * level); }
+int64_t LevelWidth(int level) { return kLevelBase << level; }
 
 int FinestLevelWithin(int64_t width) {
   int level = -1;
@@ -160,7 +225,7 @@ void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<
   }
 }
 
-arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows) {
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, uint64_t* encoded_bytes) {
   arrow::BatchBuilder b(MetricsSchema());
   const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const LevelRow& row : rows) {
@@ -169,7 +234,9 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows) {
     b.int64(2).Append(row.chunk);
     b.timestamp(3).Append(now_us);
     b.float64(4).Append(row.top ? kTopLevelRowValue : kLevelRowValue);
-    b.binary(5).Append(EncodeCells(row.cells));
+    const std::string cells = EncodeCells(row.cells, LevelWidth(row.level));
+    *encoded_bytes += cells.size();
+    b.binary(5).Append(cells);
     b.uint64(6).Append(static_cast<uint64_t>(row.level));
   }
   return arrow::OneBatch(MetricsSchema(), b);
@@ -188,27 +255,30 @@ std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metada
   return out;
 }
 
-void DecodeCells(std::string_view bytes, std::vector<std::pair<int64_t, Bucket>>* out) {
-  if (bytes.size() % kCellBytes != 0) {
-    throw Error(Code::kCorruption, "a level row of metrics holds " + std::to_string(bytes.size()) +
-                                       " bytes, not whole cells");
-  }
-  out->reserve(out->size() + bytes.size() / kCellBytes);
-  for (const char* at = bytes.data(); at < bytes.data() + bytes.size();) {
-    const int64_t cell = Get<int64_t>(at);
+void DecodeCells(std::string_view bytes, int level, std::vector<std::pair<int64_t, Bucket>>* out) {
+  const int64_t width = LevelWidth(level);
+  CellReader in(bytes);
+  int64_t cell = 0, previous_timestamp = 0;
+  while (!in.done()) {
+    cell = WrapAdd(cell, Unzigzag(in.Varint()));
+    if (cell < std::numeric_limits<int64_t>::min() / width ||
+        cell > std::numeric_limits<int64_t>::max() / width) {
+      CellReader::Fail();  // no step is in it
+    }
     Bucket b;
-    b.count = Get<uint64_t>(at);
-    b.non_finite = Get<uint64_t>(at);
-    b.first_step = Get<int64_t>(at);
-    b.first = Get<double>(at);
-    b.last_step = Get<int64_t>(at);
-    b.last = Get<double>(at);
-    b.min = Get<double>(at);
-    b.min_step = Get<int64_t>(at);
-    b.max = Get<double>(at);
-    b.max_step = Get<int64_t>(at);
-    b.first_timestamp_us = Get<int64_t>(at);
-    b.last_timestamp_us = Get<int64_t>(at);
+    b.count = in.Varint();
+    b.non_finite = in.Varint();
+    int64_t* steps[] = {&b.first_step, &b.last_step, &b.min_step, &b.max_step};
+    for (int64_t* step : steps) {
+      const uint64_t offset = in.Varint();
+      if (offset >= static_cast<uint64_t>(width)) CellReader::Fail();
+      *step = WrapAdd(cell * width, static_cast<int64_t>(offset));
+    }
+    b.first_timestamp_us = WrapAdd(previous_timestamp, Unzigzag(in.Varint()));
+    b.last_timestamp_us = WrapAdd(b.first_timestamp_us, Unzigzag(in.Varint()));
+    double* values[] = {&b.first, &b.last, &b.min, &b.max};
+    for (double* v : values) *v = in.Double();
+    previous_timestamp = b.last_timestamp_us;
     out->emplace_back(cell, b);
   }
 }

@@ -3,7 +3,7 @@
 // point (Repo::ReadDownsampled; the design and its costs are in
 // docs/design.md, "Charts from levels").
 //
-// Level j has cells of kLevelBase * kLevelRatio^j steps, counted from step 0:
+// Level j has cells of kLevelBase * 2^j steps, counted from step 0:
 // cell c holds the steps [c * width, (c + 1) * width). A cell is a Bucket of
 // the points of one series in it (count, first, last, min, max with their
 // steps, timestamps). Since every width is a power of two, a chart's bucket
@@ -44,9 +44,12 @@
 
 namespace kv0::tracking {
 
+// A level for every power of two from kLevelBase on: a chart's bucket is
+// then one cell of some level (with a ratio of 4, two on average, which
+// doubles what a chart reads for 2/3 of the levels' bytes).
 inline constexpr int64_t kLevelBase = 32;
-inline constexpr int64_t kLevelRatio = 4;
-inline constexpr int kLevels = 28;  // kLevelBase * kLevelRatio^27 = 2^59
+inline constexpr int64_t kLevelRatio = 2;
+inline constexpr int kLevels = 55;  // kLevelBase * 2^54 = 2^59
 inline constexpr int64_t kCellsPerRow = 1024;
 inline constexpr double kLevelRowValue = 2;
 inline constexpr double kTopLevelRowValue = 3;
@@ -76,16 +79,18 @@ struct LevelRow {
 // The level rows of one series' points, in step order and one per step.
 void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out);
 
-// The rows as metrics rows (see above).
-arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows);
+// The rows as metrics rows (see above); adds the size of their encoded
+// cells to `encoded_bytes`.
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, uint64_t* encoded_bytes);
 
 // The fragment ids listed under `key` in a dataset's metadata (empty if the
 // key is absent or not a JSON array of ids).
 std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,
                                 const char* key);
 
-// Appends the cells of a row's stats column to `out` as (cell number, cell),
-// in the row's order. Corruption if the bytes are not whole cells.
-void DecodeCells(std::string_view bytes, std::vector<std::pair<int64_t, Bucket>>* out);
+// Appends the cells of a row's stats column, of level `level`, to `out` as
+// (cell number, cell), in the row's order (the format is in levels.cc).
+// Corruption if the bytes do not decode to whole cells.
+void DecodeCells(std::string_view bytes, int level, std::vector<std::pair<int64_t, Bucket>>* out);
 
 }  // namespace kv0::tracking

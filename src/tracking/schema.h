@@ -59,7 +59,11 @@ inline constexpr uint64_t kReservedSeriesId = 0;
 // fragments it wrote sorted by (series_id, step), and those of them whose
 // points have level rows (levels.h), as JSON arrays of fragment ids.
 inline constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
-inline constexpr const char* kLevelledFragmentsKey = "kv0.levelled_fragments";
+// The levelled key names the levels' layout. Levels of an earlier layout
+// (under "kv0.levelled_fragments": cells of 4^j widths, 104 bytes each)
+// are not listed here, so reads do not use them and the next optimize
+// rewrites their fragments, once, as it does sorted fragments with none.
+inline constexpr const char* kLevelledFragmentsKey = "kv0.levelled_fragments.2";
 
 // The ZONEMAP index on metrics.series_id (kept by optimize).
 inline constexpr const char* kSeriesIndexName = "series_id_zones";

@@ -976,6 +976,48 @@ TEST_F(RepoTest, FlushMergesLeaveSortedMetricsFragments) {
   EXPECT_EQ(read.at(loss).values.back(), 0.5 * 129);
 }
 
+// Levels listed under the earlier layout's key (4^j widths, another cell
+// format) are never decoded: reads ignore them, and the next optimize
+// rewrites every fragment once, dropping their rows.
+TEST_F(RepoTest, LevelsOfAnEarlierLayoutAreRewrittenOnce) {
+  const uint64_t loss = SeriesId("layout", "loss", json::object());
+  const std::string level_rows = "series_id = 0 AND value >= 2";
+  uint64_t rows_of_levels = 0;
+  {
+    Repo repo = Open();
+    tracking::Run run = repo.CreateRun(NewRun{.run_id = "layout"});
+    std::vector<Pt> points;
+    for (int64_t i = 0; i < 5000; ++i) points.push_back({i, std::sin(0.01 * i), 1000 + i});
+    Write(run, "loss", points);
+    EXPECT_GT(repo.Optimize().level_cells, 0u);
+    rows_of_levels = Table(Uri(), kMetricsTable).CountRows(level_rows);
+    ASSERT_GT(rows_of_levels, 0u);
+  }
+  {
+    // What an earlier build left: its list under its key, none under ours.
+    lance::Dataset metrics = Table(Uri(), kMetricsTable);
+    const auto metadata = metrics.Metadata();
+    metrics.UpdateMetadata({{"kv0.levelled_fragments", metadata.at(kLevelledFragmentsKey)},
+                            {kLevelledFragmentsKey, std::nullopt}});
+  }
+  Repo repo = Open();
+  const DownsampleOptions chart{.buckets = 20};
+  const auto before = repo.ReadDownsampled(std::vector<uint64_t>{loss}, chart).at(loss);
+  const OptimizeStats rewrite = repo.Optimize();
+  EXPECT_TRUE(rewrite.full_rewrite);
+  EXPECT_EQ(rewrite.points_rewritten, 5000u);
+  EXPECT_FALSE(FragmentList(Table(Uri(), kMetricsTable).Metadata(), kLevelledFragmentsKey).empty());
+  EXPECT_EQ(Table(Uri(), kMetricsTable).CountRows(level_rows), rows_of_levels);
+  const auto after = repo.ReadDownsampled(std::vector<uint64_t>{loss}, chart).at(loss);
+  ASSERT_EQ(after.buckets.size(), before.buckets.size());
+  for (size_t i = 0; i < before.buckets.size(); ++i) {
+    EXPECT_EQ(after.buckets[i].count, before.buckets[i].count) << i;
+    EXPECT_EQ(after.buckets[i].max, before.buckets[i].max) << i;
+    EXPECT_EQ(after.buckets[i].last_step, before.buckets[i].last_step) << i;
+  }
+  EXPECT_FALSE(repo.Optimize().full_rewrite);
+}
+
 TEST_F(RepoTest, OptimizeKeepsPointsAppendedConcurrently) {
   Repo repo = Open();
   NewRun spec;

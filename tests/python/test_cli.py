@@ -213,8 +213,10 @@ def test_optimize(tmp_path):
     before = kv0_json("metrics", repo, run_id, "loss", env_wal=wal)
     first = kv0_json("optimize", repo, env_wal=wal)
     assert first["points_rewritten"] >= 1020
+    assert first["level_cells"] > 0 and first["level_bytes"] > first["level_cells"]
     second = kv0_json("optimize", repo, env_wal=wal)
     assert second["points_rewritten"] == 0 and not second["full_rewrite"]
+    assert second["level_cells"] == 0
     assert second["run_rows_after"] == second["run_rows_before"]
     assert kv0_json("metrics", repo, run_id, "loss", env_wal=wal) == before
     assert "points rewritten: 0" in kv0("optimize", repo, env_wal=wal).stdout
