@@ -882,13 +882,15 @@ void BindTracking(nb::module_& m) {
             d["run_rows_after"] = nb::int_(s.run_rows_after);
             d["points_rewritten"] = nb::int_(s.points_rewritten);
             d["full_rewrite"] = nb::bool_(s.full_rewrite);
+            d["level_cells"] = nb::int_(s.level_cells);
+            d["level_bytes"] = nb::int_(s.level_bytes);
             return d;
           },
           nb::sig("def optimize(self) -> dict"),
           "Folds run rows, rewrites unsorted metrics fragments sorted by (series_id, step) with "
-          "exact statistics, compacts params and series and maintains the index on "
-          "metrics.series_id. Returns run_rows_before, run_rows_after, points_rewritten and "
-          "full_rewrite.")
+          "exact statistics and the levels charts read, compacts params and series and "
+          "maintains the indices on metrics. Returns run_rows_before, run_rows_after, "
+          "points_rewritten, full_rewrite, level_cells and level_bytes.")
       .def(
           "recompute_series_stats",
           [](PyRepo& self, nb::handle ids) {

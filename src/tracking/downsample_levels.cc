@@ -14,7 +14,7 @@
 // Everything else is whole cells, merged into the chart's buckets, each a
 // whole number of cells. Cells, raw spans and new points cover disjoint
 // steps, so the merge is exact. What a read costs: the rows of the level
-// (about 2 cells per bucket, up to kCellsPerRow - 1 more at each end) and
+// (about a cell per bucket, up to kCellsPerRow - 1 more at each end) and
 // the points of the spans read raw and of the unlevelled fragments.
 
 #include <algorithm>

@@ -588,7 +588,8 @@ def test_optimize_keeps_everything(repo):
     before_run = repo.run("r")
     stats = repo.optimize()
     assert set(stats) == {"run_rows_before", "run_rows_after", "points_rewritten",
-                          "full_rewrite"}
+                          "full_rewrite", "level_cells", "level_bytes"}
+    assert stats["level_cells"] > 0 and stats["level_bytes"] > stats["level_cells"]
     assert stats["run_rows_after"] <= stats["run_rows_before"]
     assert isinstance(stats["full_rewrite"], bool)
     assert repo.series_stats([sid]) == before_stats
