@@ -506,8 +506,8 @@ class Repo {
   // InvalidArgument, reading nothing, for buckets <= 0, start > stop, or an
   // id no series has: the series of a deleted run are absent while the
   // delete removes their rows, and unknown once it has. What a read costs:
-  // on the step axis, once Optimize() has written levels, about two cells
-  // per bucket per series, plus the points at the window's edges and those
+  // on the step axis, once Optimize() has written levels, about one cell
+  // per bucket per series, plus the points at edges a zoom cuts and those
   // logged since the last optimize (docs/design.md, "Charts from levels");
   // otherwise, and on the time axis, the points in the window (read in one
   // pass; with kTime and an end unset, two).
