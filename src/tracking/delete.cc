@@ -217,11 +217,10 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
   series.erase(std::unique(series.begin(), series.end()), series.end());
   for (const auto& chunk : Chunks(series, kInChunk)) {
     DeleteWhere(*tables_[kMetrics], SqlIn("series_id", chunk));
-    std::vector<int64_t> steps(chunk.begin(), chunk.end());
     // Their statistics rows and level rows (levels.h); not WAL marks.
     DeleteWhere(*tables_[kMetrics], "series_id = 0 AND (epoch IS NULL OR value >= " +
                                         std::to_string(static_cast<int>(kLevelRowValue)) +
-                                        ") AND " + SqlInSigned("step", steps));
+                                        ") AND " + ReservedStepIn(chunk));
   }
   for (const auto& chunk : Chunks(run_ids, kInChunk)) {
     DeleteWhere(*tables_[kSeries], RunIdIn(chunk));

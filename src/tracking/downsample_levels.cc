@@ -154,8 +154,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
     lance::ScanOptions scan;
     scan.columns = {"step", "seq", "stats"};
     scan.fragment_ids = std::vector<uint64_t>(levelled.begin(), levelled.end());
-    scan.filter = "series_id = 0 AND " +
-                  SqlInSigned("step", std::vector<int64_t>(part.begin(), part.end())) +
+    scan.filter = "series_id = 0 AND " + ReservedStepIn(part) +
                   " AND ((seq = " + std::to_string(level) +
                   " AND value >= " + std::to_string(static_cast<int>(kLevelRowValue)) +
                   " AND epoch >= " + SqlInt(ChunkOfCell(first_cell)) +

@@ -198,10 +198,7 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltasIn(
   scan.columns = {"step", "stats"};
   scan.fragment_ids = fragments;
   scan.filter = "series_id = 0 AND epoch IS NULL";
-  if (wanted.size() <= kMaxFilterIds) {
-    std::vector<int64_t> steps(wanted.begin(), wanted.end());
-    scan.filter += " AND " + SqlInSigned("step", steps);
-  }
+  if (wanted.size() <= kMaxFilterIds) scan.filter += " AND " + ReservedStepIn(wanted);
   auto reader = metrics.Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::Int64Column step(*batch, "step");

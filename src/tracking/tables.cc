@@ -407,11 +407,11 @@ std::string SqlIn(std::string_view column, const std::vector<uint64_t>& values) 
   return out + ")";
 }
 
-std::string SqlInSigned(std::string_view column, const std::vector<int64_t>& values) {
-  std::string out = std::string(column) + " IN (";
-  for (size_t i = 0; i < values.size(); ++i) {
+std::string ReservedStepIn(const std::vector<uint64_t>& series_ids) {
+  std::string out = "(step + 0) IN (";
+  for (size_t i = 0; i < series_ids.size(); ++i) {
     if (i) out += ", ";
-    out += SqlInt(values[i]);
+    out += SqlInt(static_cast<int64_t>(series_ids[i]));
   }
   return out + ")";
 }
