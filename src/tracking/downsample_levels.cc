@@ -75,9 +75,7 @@ class Cells {
 
   void Finish() {
     auto by_cell = [](const auto& a, const auto& b) { return a.first < b.first; };
-    if (!std::is_sorted(cells_.begin(), cells_.end(), by_cell)) {
-      std::stable_sort(cells_.begin(), cells_.end(), by_cell);
-    }
+    std::stable_sort(cells_.begin(), cells_.end(), by_cell);
     size_t kept = 0;
     for (size_t i = 0; i < cells_.size(); ++i) {
       if (kept > 0 && cells_[kept - 1].first == cells_[i].first) {
@@ -170,10 +168,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
         decoded.clear();
         DecodeCells(stats.value(i), static_cast<int>(row_level.value(i)), &decoded);
         // A top row of a finer level: its one cell, numbered at this level.
-        int64_t per_cell = 1;
-        for (uint64_t l = row_level.value(i); l < static_cast<uint64_t>(level); ++l) {
-          per_cell *= kLevelRatio;
-        }
+        const int64_t per_cell = width / LevelWidth(static_cast<int>(row_level.value(i)));
         Cells& mine = cells[static_cast<uint64_t>(series.value(i))];
         for (auto& [cell, bucket] : decoded) {
           const int64_t at = per_cell == 1 ? cell : CellOfStep(cell, per_cell);
@@ -186,15 +181,17 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
 
   // Per series, the spans read raw: each replaces a cell, dropped here.
   std::map<uint64_t, std::vector<StepSpan>> raw;
-  auto read_raw = [&](uint64_t id, Bucket* cell) {
-    raw[id].push_back(cell_span(CellOfStep(cell->first_step, width)));
-    *cell = Bucket{};
+  auto read_raw = [&](uint64_t id, int64_t cell, Bucket* found) {
+    raw[id].push_back(cell_span(cell));
+    *found = Bucket{};
   };
   for (auto& [id, mine] : cells) {
     for (int64_t edge : {first_cell, last_cell}) {
       if (edge >= cell_lo && edge < cell_hi) continue;  // wholly inside
       Bucket* found = mine.Find(edge);
-      if (found && (found->first_step < start || found->last_step >= stop)) read_raw(id, found);
+      if (found && (found->first_step < start || found->last_step >= stop)) {
+        read_raw(id, edge, found);
+      }
     }
   }
 
@@ -206,9 +203,10 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
     auto mine = cells.find(id);
     if (mine != cells.end()) {
       for (const StoredPoint& p : points) {
-        Bucket* found = mine->second.Find(CellOfStep(p.step, width));
+        const int64_t cell = CellOfStep(p.step, width);
+        Bucket* found = mine->second.Find(cell);
         if (found && p.step >= found->first_step && p.step <= found->last_step) {
-          read_raw(id, found);
+          read_raw(id, cell, found);
         }
       }
     }

@@ -146,8 +146,6 @@ void ChunkCells(uint64_t series_id, int level, bool top,
 
 }  // namespace
 
-int64_t LevelWidth(int level) { return kLevelBase << level; }
-
 int FinestLevelWithin(int64_t width) {
   int level = -1;
   while (level + 1 < kLevels && LevelWidth(level + 1) <= width) ++level;
@@ -225,7 +223,7 @@ void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<
   }
 }
 
-arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, uint64_t* encoded_bytes) {
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats* stats) {
   arrow::BatchBuilder b(MetricsSchema());
   const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const LevelRow& row : rows) {
@@ -235,7 +233,8 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, uint64_t* enc
     b.timestamp(3).Append(now_us);
     b.float64(4).Append(row.top ? kTopLevelRowValue : kLevelRowValue);
     const std::string cells = EncodeCells(row.cells, LevelWidth(row.level));
-    *encoded_bytes += cells.size();
+    stats->level_cells += row.cells.size();
+    stats->level_bytes += cells.size();
     b.binary(5).Append(cells);
     b.uint64(6).Append(static_cast<uint64_t>(row.level));
   }

@@ -3,7 +3,7 @@
 // point (Repo::ReadDownsampled; the design and its costs are in
 // docs/design.md, "Charts from levels").
 //
-// Level j has cells of kLevelBase * 2^j steps, counted from step 0:
+// Level j has cells of kLevelBase * kLevelRatio^j steps, counted from step 0:
 // cell c holds the steps [c * width, (c + 1) * width). A cell is a Bucket of
 // the points of one series in it (count, first, last, min, max with their
 // steps, timestamps). Since every width is a power of two, a chart's bucket
@@ -48,14 +48,17 @@ namespace kv0::tracking {
 // then one cell of some level (with a ratio of 4, two on average, which
 // doubles what a chart reads for 2/3 of the levels' bytes).
 inline constexpr int64_t kLevelBase = 32;
-inline constexpr int64_t kLevelRatio = 2;
-inline constexpr int kLevels = 55;  // kLevelBase * 2^54 = 2^59
+inline constexpr int kLevelShift = 1;  // log2 of the ratio of neighbouring levels' widths
+inline constexpr int64_t kLevelRatio = int64_t{1} << kLevelShift;
+inline constexpr int kLevels = 55;  // the widest cells: 2^5 * 2^54 = 2^59 steps
 inline constexpr int64_t kCellsPerRow = 1024;
 inline constexpr double kLevelRowValue = 2;
 inline constexpr double kTopLevelRowValue = 3;
 
 // The cell width of level j.
-int64_t LevelWidth(int level);
+constexpr int64_t LevelWidth(int level) { return kLevelBase << (kLevelShift * level); }
+// Fails to compile if the widest level's width overflows.
+static_assert(LevelWidth(kLevels - 1) > 0);
 // The coarsest level whose cells are no wider than `width`; -1 if none is.
 int FinestLevelWithin(int64_t width);
 // The cell of `step` at `width`, rounded down (also below zero).
@@ -79,9 +82,9 @@ struct LevelRow {
 // The level rows of one series' points, in step order and one per step.
 void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out);
 
-// The rows as metrics rows (see above); adds the size of their encoded
-// cells to `encoded_bytes`.
-arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, uint64_t* encoded_bytes);
+// The rows as metrics rows (see above); adds their cells and the size of
+// the cells encoded to stats->level_cells and stats->level_bytes.
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats* stats);
 
 // The fragment ids listed under `key` in a dataset's metadata (empty if the
 // key is absent or not a JSON array of ids).

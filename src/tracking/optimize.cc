@@ -305,10 +305,7 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
     }
     points.clear();
     if (!out.steps.empty()) written.Extend(metrics.WriteFragments(MetricsStream(out, {})));
-    for (const LevelRow& row : levels) stats->level_cells += row.cells.size();
-    if (!levels.empty()) {
-      written.Extend(metrics.WriteFragments(LevelsStream(levels, &stats->level_bytes)));
-    }
+    if (!levels.empty()) written.Extend(metrics.WriteFragments(LevelsStream(levels, stats)));
   }
 
   // The reserved rows: one exact delta per rewritten series, and each

@@ -42,8 +42,8 @@ void ExpectSameCell(const Bucket& a, const Bucket& b, const std::string& where) 
 
 // The stats column of each row of LevelsStream(rows), in order.
 std::vector<std::string> StoredCells(const std::vector<LevelRow>& rows) {
-  uint64_t bytes = 0;
-  arrow::StreamReader reader(LevelsStream(rows, &bytes));
+  OptimizeStats written;
+  arrow::StreamReader reader(LevelsStream(rows, &written));
   std::vector<std::string> out;
   uint64_t total = 0;
   while (auto batch = reader.Next()) {
@@ -53,7 +53,10 @@ std::vector<std::string> StoredCells(const std::vector<LevelRow>& rows) {
       total += out.back().size();
     }
   }
-  EXPECT_EQ(total, bytes);
+  EXPECT_EQ(total, written.level_bytes);
+  uint64_t cells = 0;
+  for (const LevelRow& row : rows) cells += row.cells.size();
+  EXPECT_EQ(cells, written.level_cells);
   return out;
 }
 
