@@ -118,6 +118,9 @@ build/kv0 bench charts --runs 3 --points 3000 --tail 200 --repeat 1 >/dev/null
 stage "many writers on S3, short: every acknowledged run is checked (its full run: docs/benchmarks.md)"
 .venv/bin/python bench/writers_s3.py --writers 2 --seconds 3 >/dev/null
 
+stage "Lance's read paths, short: every way must return the same rows (its full run: docs/benchmarks.md)"
+.venv/bin/python bench/lance_read_paths.py --runs 3 --points 3000 --window 100 --tries 1 >/dev/null
+
 stage "Python tests"
 .venv/bin/python -m pytest -q --durations=10 tests/python
 
