@@ -302,6 +302,7 @@ int RunChartsBench(const ChartsBenchArgs& args) {
     const tracking::OptimizeStats optimized = repo.Optimize();
     report["level_cells"] = optimized.level_cells;
     report["level_bytes"] = optimized.level_bytes;
+    report["directory_rows"] = optimized.directory_rows;
     report["optimize_s"] = Seconds(Clock::now() - start);
     report["metrics_table_bytes"] = TableBytes(repo_path, "metrics");
   }
@@ -328,10 +329,11 @@ int RunChartsBench(const ChartsBenchArgs& args) {
   const double table_mb = report["metrics_table_bytes"].get<double>() / (1 << 20);
   std::printf(
       "logging %s s, optimize %s s, metrics table %s MB, of which levels %s MB encoded (%s cells, "
-      "%s %% of the table before Lance compresses them)\n",
+      "%s %% of the table before Lance compresses them), %s directory rows\n",
       Fixed(report["logging_s"], 1).c_str(), Fixed(report["optimize_s"], 1).c_str(),
       Fixed(table_mb, 0).c_str(), Fixed(level_mb, 1).c_str(),
-      WithCommas(report["level_cells"]).c_str(), Fixed(100 * level_mb / table_mb, 1).c_str());
+      WithCommas(report["level_cells"]).c_str(), Fixed(100 * level_mb / table_mb, 1).c_str(),
+      WithCommas(report["directory_rows"]).c_str());
   PrintPhase("before optimize (each read once)", report["before_optimize"]);
   PrintPhase("after optimize", report["after_optimize"]);
   if (report.contains("unoptimized_tail")) {

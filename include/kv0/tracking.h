@@ -359,6 +359,8 @@ struct OptimizeStats {
   bool full_rewrite = false;                         // every metrics fragment was rewritten
   uint64_t level_cells = 0;                          // cells of charts' levels written
   uint64_t level_bytes = 0;  // their encoded size (before Lance compresses them)
+  // Rows of the point directory written: one per series and sorted fragment.
+  uint64_t directory_rows = 0;
 };
 
 using kv0::WalSync;

@@ -884,13 +884,14 @@ void BindTracking(nb::module_& m) {
             d["full_rewrite"] = nb::bool_(s.full_rewrite);
             d["level_cells"] = nb::int_(s.level_cells);
             d["level_bytes"] = nb::int_(s.level_bytes);
+            d["directory_rows"] = nb::int_(s.directory_rows);
             return d;
           },
           nb::sig("def optimize(self) -> dict"),
           "Folds run rows, rewrites unsorted metrics fragments sorted by (series_id, step) with "
           "exact statistics and the levels charts read, compacts params and series and "
           "maintains the indices on metrics. Returns run_rows_before, run_rows_after, "
-          "points_rewritten, full_rewrite, level_cells and level_bytes.")
+          "points_rewritten, full_rewrite, level_cells, level_bytes and directory_rows.")
       .def(
           "recompute_series_stats",
           [](PyRepo& self, nb::handle ids) {

@@ -152,7 +152,8 @@ class Dataset {
   arrow::OwnedSchema Schema() const;
   uint64_t CountRows(const std::string& filter = "") const;
   arrow::StreamReader Scan(const ScanOptions& options) const;
-  // The rows at `addresses`, in that order, as one batch.
+  // The rows at `addresses`, in that order, as one batch; a deleted row is
+  // left out. Ask for kRowAddress among the columns to tell which came back.
   arrow::StreamReader Take(std::span<const uint64_t> addresses,
                            const std::vector<std::string>& columns) const;
   // The same as raw streams, for callers that hand them on (to Python, say).

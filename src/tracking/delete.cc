@@ -217,7 +217,8 @@ void RepoImpl::DeleteRowsOfRuns(const std::vector<std::string>& run_ids) {
   series.erase(std::unique(series.begin(), series.end()), series.end());
   for (const auto& chunk : Chunks(series, kInChunk)) {
     DeleteWhere(*tables_[kMetrics], SqlIn("series_id", chunk));
-    // Their statistics rows and level rows (levels.h); not WAL marks.
+    // Their statistics, level and directory rows (levels.h,
+    // point_directory.h); not WAL marks.
     DeleteWhere(*tables_[kMetrics], "series_id = 0 AND (epoch IS NULL OR value >= " +
                                         std::to_string(static_cast<int>(kLevelRowValue)) +
                                         ") AND " + ReservedStepIn(chunk));

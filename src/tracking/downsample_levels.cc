@@ -3,7 +3,8 @@
 //
 //   - an edge cell of the window (one that lies partly outside it) whose
 //     points reach outside the window: its part inside is read raw, every
-//     fragment, the latest point per step. An edge cell whose points all lie
+//     fragment, the latest point per step (ReadLatestPoints: taken by
+//     address where the point directory covers them). An edge cell whose points all lie
 //     inside is used whole; so a view of a whole series, whose window ends
 //     at its last point, reads no raw point of a levelled series;
 //   - points in fragments no optimize levelled (new flushes, other writers):
@@ -22,50 +23,12 @@
 
 #include "tracking/downsample.h"
 #include "tracking/levels.h"
+#include "tracking/point_directory.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
 namespace kv0::tracking {
 namespace {
-
-struct StepSpan {
-  int64_t start, stop;  // [start, stop)
-  auto operator<=>(const StepSpan&) const = default;
-};
-
-bool InSpans(const std::vector<StepSpan>& spans, int64_t step) {
-  return std::any_of(spans.begin(), spans.end(),
-                     [&](const StepSpan& s) { return step >= s.start && step < s.stop; });
-}
-
-std::string SpanFilter(const std::vector<StepSpan>& spans) {
-  std::string filter;
-  for (const StepSpan& s : spans) {
-    if (!filter.empty()) filter += " OR ";
-    filter += "(step >= " + SqlInt(s.start) + " AND step < " + SqlInt(s.stop) + ")";
-  }
-  return "(" + filter + ")";
-}
-
-// The latest point of each step of `ids` in `spans`, read from `fragments`
-// of `metrics` (all of them if unset).
-PointsBySeries ReadLatest(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,
-                          const std::vector<StepSpan>& spans,
-                          const std::optional<std::vector<uint64_t>>& fragments) {
-  PointsBySeries points;
-  if (ids.empty() || spans.empty()) return points;
-  for (const auto& part : Chunks(ids, kMaxFilterIds)) {
-    lance::ScanOptions scan;
-    scan.columns = PointColumns();
-    scan.with_row_address = true;
-    scan.fragment_ids = fragments;
-    scan.filter = SqlIn("series_id", part) + " AND " + SpanFilter(spans);
-    auto reader = metrics.Scan(scan);
-    while (auto batch = reader.Next()) CollectPoints(*batch, &points);
-  }
-  for (auto& [id, series] : points) LatestPerStep(&series);
-  return points;
-}
 
 // One series' cells at the read's level: gathered in any order, then
 // sorted by cell number with the parts of one cell (from two folds) merged.
@@ -171,7 +134,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
         const int64_t per_cell = width / LevelWidth(static_cast<int>(row_level.value(i)));
         Cells& mine = cells[static_cast<uint64_t>(series.value(i))];
         for (auto& [cell, bucket] : decoded) {
-          const int64_t at = per_cell == 1 ? cell : CellOfStep(cell, per_cell);
+          const int64_t at = CellOfStep(cell, per_cell);
           if (at >= first_cell && at <= last_cell) mine.Add(at, bucket);
         }
       }
@@ -198,7 +161,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   // Points not levelled yet. One that may overwrite a cell's point sends the
   // cell to the raw read, which also reads the new points inside it.
   PointsBySeries fresh;
-  if (!unlevelled.empty()) fresh = ReadLatest(metrics, ids, {{start, stop}}, unlevelled);
+  if (!unlevelled.empty()) fresh = ReadLatestPoints(metrics, ids, {{start, stop}}, unlevelled);
   for (auto& [id, points] : fresh) {
     auto mine = cells.find(id);
     if (mine != cells.end()) {
@@ -237,7 +200,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   std::map<std::vector<StepSpan>, std::vector<uint64_t>> by_spans;
   for (const auto& [id, spans] : raw) by_spans[spans].push_back(id);
   for (const auto& [spans, group] : by_spans) {
-    for (const auto& [id, points] : ReadLatest(metrics, group, spans, std::nullopt)) {
+    for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, std::nullopt)) {
       for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
     }
   }

@@ -13,6 +13,7 @@
 #include "tracking/downsample.h"
 #include "tracking/schema.h"
 #include "util/clock.h"
+#include "util/varint.h"
 
 namespace kv0::tracking {
 namespace {
@@ -46,69 +47,13 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 // fields at a fixed width: a chart reads a few hundred thousand cells, so
 // their bytes are most of its cost.
 
-void PutVarint(std::string* out, uint64_t v) {
-  while (v >= 0x80) {
-    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out->push_back(static_cast<char>(v));
-}
-
-uint64_t Zigzag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-int64_t Unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cast<int64_t>(v & 1); }
-
-// Differences and sums that wrap, as two's complement does: a difference of
-// two timestamps may not fit, yet adds back exactly.
-int64_t WrapSub(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b));
-}
-int64_t WrapAdd(int64_t a, int64_t b) {
-  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-}
-
 void PutDouble(std::string* out, double v) {
   char bytes[8];
   std::memcpy(bytes, &v, 8);
   out->append(bytes, 8);
 }
 
-// Reads a row's bytes; any read past the end, or a varint longer than ten
-// bytes, is Corruption.
-class CellReader {
- public:
-  explicit CellReader(std::string_view bytes) : at_(bytes.data()), end_(at_ + bytes.size()) {}
-
-  bool done() const { return at_ == end_; }
-
-  uint64_t Varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (at_ == end_) Fail();
-      const auto byte = static_cast<uint8_t>(*at_++);
-      v |= static_cast<uint64_t>(byte & 0x7f) << shift;
-      if (byte < 0x80) return v;
-    }
-    Fail();
-  }
-
-  double Double() {
-    if (end_ - at_ < 8) Fail();
-    double v;
-    std::memcpy(&v, at_, 8);
-    at_ += 8;
-    return v;
-  }
-
-  [[noreturn]] static void Fail() {
-    throw Error(Code::kCorruption, "a level row of metrics holds cells that do not decode");
-  }
-
- private:
-  const char* at_;
-  const char* end_;
-};
+constexpr const char* kCorruptCells = "a level row of metrics holds cells that do not decode";
 
 std::string EncodeCells(const std::vector<std::pair<int64_t, Bucket>>& cells, int64_t width) {
   std::string out;
@@ -256,13 +201,13 @@ std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metada
 
 void DecodeCells(std::string_view bytes, int level, std::vector<std::pair<int64_t, Bucket>>* out) {
   const int64_t width = LevelWidth(level);
-  CellReader in(bytes);
+  ByteReader in(bytes, kCorruptCells);
   int64_t cell = 0, previous_timestamp = 0;
   while (!in.done()) {
     cell = WrapAdd(cell, Unzigzag(in.Varint()));
     if (cell < std::numeric_limits<int64_t>::min() / width ||
         cell > std::numeric_limits<int64_t>::max() / width) {
-      CellReader::Fail();  // no step is in it
+      in.Fail();  // no step is in it
     }
     Bucket b;
     b.count = in.Varint();
@@ -270,7 +215,7 @@ void DecodeCells(std::string_view bytes, int level, std::vector<std::pair<int64_
     int64_t* steps[] = {&b.first_step, &b.last_step, &b.min_step, &b.max_step};
     for (int64_t* step : steps) {
       const uint64_t offset = in.Varint();
-      if (offset >= static_cast<uint64_t>(width)) CellReader::Fail();
+      if (offset >= static_cast<uint64_t>(width)) in.Fail();
       *step = WrapAdd(cell * width, static_cast<int64_t>(offset));
     }
     b.first_timestamp_us = WrapAdd(previous_timestamp, Unzigzag(in.Varint()));

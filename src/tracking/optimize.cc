@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "tracking/levels.h"
+#include "tracking/point_directory.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
@@ -33,6 +34,47 @@ struct Pass {
   uint64_t first_id, last_id;  // series ids [first_id, last_id]
   int64_t start = INT64_MIN, stop = INT64_MAX;
 };
+
+// The lists of metrics fragments kept in its metadata (schema.h).
+struct FragmentLists {
+  std::set<uint64_t> sorted, levelled, directed;
+};
+
+std::string JsonList(const std::set<uint64_t>& ids) {
+  nlohmann::json list = nlohmann::json::array();
+  for (uint64_t id : ids) list.push_back(id);
+  return list.dump();
+}
+
+// Writes the directory of `written` (fragments optimize just committed,
+// sorted and levelled) and of `undirected` (sorted fragments without one),
+// in a commit of its own, since fragments get their ids only from theirs;
+// then records the lists: `lists` plus the written fragments and the
+// directory's, which holds no point, so it is sorted, levelled and directed.
+// If this process dies before the lists are written, the next optimize
+// rewrites the fragments missing from them (the directory's rows, of no
+// live series, are dropped), and until then reads filter them.
+void RecordSorted(lance::Dataset& metrics, std::span<const uint64_t> written,
+                  std::span<const uint64_t> undirected, FragmentLists lists, OptimizeStats* stats) {
+  std::vector<uint64_t> to_direct(written.begin(), written.end());
+  to_direct.insert(to_direct.end(), undirected.begin(), undirected.end());
+  std::vector<uint64_t> directed;
+  const auto entries = BuildDirectory(metrics, to_direct, &directed);
+  std::vector<uint64_t> own;
+  if (!entries.empty()) {
+    own = metrics.Append(DirectoryStream(entries)).fragment_ids;
+    stats->directory_rows += entries.size();
+  }
+  for (auto* list : {&lists.sorted, &lists.levelled, &lists.directed}) {
+    list->insert(own.begin(), own.end());
+  }
+  lists.sorted.insert(written.begin(), written.end());
+  lists.levelled.insert(written.begin(), written.end());
+  lists.directed.insert(directed.begin(), directed.end());
+  metrics.UpdateMetadata({{kSortedFragmentsKey, JsonList(lists.sorted)},
+                          {kLevelledFragmentsKey, JsonList(lists.levelled)},
+                          {kDirectedFragmentsKey, JsonList(lists.directed)}});
+}
 
 RunRow MarkRow(const Mark& mark) {
   RunRow row;
@@ -149,10 +191,19 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   for (uint64_t id : present) {
     if (!sorted.count(id)) unsorted.push_back(id);
   }
-  // Sorted fragments without levels (an earlier build's) are rewritten, once.
+  // Sorted fragments without levels (an earlier build's) are rewritten, once;
+  // those without a directory (also an earlier build's) get one.
   bool unlevelled = false;
   for (uint64_t id : sorted) unlevelled = unlevelled || !levelled.count(id);
-  if (unsorted.empty() && !unlevelled) return;
+  const FragmentLists kept{sorted, levelled, FragmentList(metadata, kDirectedFragmentsKey)};
+  std::vector<uint64_t> undirected;
+  for (uint64_t id : sorted) {
+    if (present.count(id) && !kept.directed.count(id)) undirected.push_back(id);
+  }
+  if (unsorted.empty() && !unlevelled) {
+    if (!undirected.empty()) RecordSorted(metrics, {}, undirected, kept, stats);
+    return;
+  }
 
   // A full rewrite when a sorted fragment is gone (merged by compaction) or
   // has no levels...
@@ -324,23 +375,11 @@ void RepoImpl::SortMetrics(OptimizeStats* stats) {
   }
   auto commit = metrics.CommitUpdate(rewrite, std::move(written));
 
-  // Recorded after the commit: if this process dies in between, a sorted
-  // fragment is missing from the list and the next optimize rewrites it.
-  // Every fragment of the commit is levelled: its points' cells are in it.
-  std::set<uint64_t> now_sorted, now_levelled;
-  if (!full) {
-    now_sorted = sorted;
-    now_levelled = levelled;
-  }
-  now_sorted.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
-  now_levelled.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
-  auto json_list = [](const std::set<uint64_t>& ids) {
-    nlohmann::json list = nlohmann::json::array();
-    for (uint64_t id : ids) list.push_back(id);
-    return list.dump();
-  };
-  metrics.UpdateMetadata({{kSortedFragmentsKey, json_list(now_sorted)},
-                          {kLevelledFragmentsKey, json_list(now_levelled)}});
+  // A full rewrite replaced every fragment the lists named.
+  FragmentLists lists;
+  if (!full) lists = kept;
+  RecordSorted(metrics, commit.fragment_ids, full ? std::vector<uint64_t>{} : undirected, lists,
+               stats);
   if (metrics.CountRows() > 0) {
     // Sorted by (series_id, step), a series' rows are contiguous and so are
     // its steps: zones of rows have narrow ranges of both, so a read skips

@@ -5,6 +5,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "tracking/point_directory.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
 
@@ -46,13 +47,8 @@ void StreamChunks(std::shared_ptr<lance::Dataset> dataset, std::vector<ReadChunk
     auto& [plan, index] = *state;
     while (index < plan.size()) {
       const ReadChunk& chunk = plan[index++];
-      lance::ScanOptions scan;
-      scan.columns = PointColumns();
-      scan.filter = SqlIn("series_id", chunk.ids) + StepFilter(chunk.start, chunk.stop);
-      scan.with_row_address = true;
-      PointsBySeries points;
-      auto reader = dataset->Scan(scan);
-      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+      PointsBySeries points =
+          ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}}, std::nullopt);
       arrow::BatchBuilder builder(PointsSchema());
       auto& series_id = builder.uint64(0);
       auto& step = builder.int64(1);
@@ -62,7 +58,6 @@ void StreamChunks(std::shared_ptr<lance::Dataset> dataset, std::vector<ReadChunk
       for (uint64_t id : chunk.ids) {
         auto found = points.find(id);
         if (found == points.end()) continue;
-        LatestPerStep(&found->second);
         for (const auto& p : found->second) {
           if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
             continue;

@@ -64,6 +64,8 @@ inline constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
 // are not listed here, so reads do not use them and the next optimize
 // rewrites their fragments, once, as it does sorted fragments with none.
 inline constexpr const char* kLevelledFragmentsKey = "kv0.levelled_fragments.2";
+// The fragments whose every series has a directory row (point_directory.h).
+inline constexpr const char* kDirectedFragmentsKey = "kv0.directed_fragments";
 
 // The ZONEMAP index on metrics.series_id (kept by optimize).
 inline constexpr const char* kSeriesIndexName = "series_id_zones";

@@ -588,8 +588,9 @@ def test_optimize_keeps_everything(repo):
     before_run = repo.run("r")
     stats = repo.optimize()
     assert set(stats) == {"run_rows_before", "run_rows_after", "points_rewritten",
-                          "full_rewrite", "level_cells", "level_bytes"}
+                          "full_rewrite", "level_cells", "level_bytes", "directory_rows"}
     assert stats["level_cells"] > 0 and stats["level_bytes"] > stats["level_cells"]
+    assert stats["directory_rows"] == 1  # one series in one sorted fragment
     assert stats["run_rows_after"] <= stats["run_rows_before"]
     assert isinstance(stats["full_rewrite"], bool)
     assert repo.series_stats([sid]) == before_stats

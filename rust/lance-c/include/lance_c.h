@@ -283,7 +283,7 @@ int32_t lance_dataset_scan(const struct LanceDataset *dataset,
                            struct ArrowArrayStream *out_stream);
 
 // Reads the rows at `addresses` (at the handle's version) in the order
-// given, as a stream of one batch.
+// given, as a stream of one batch. Deleted rows are left out.
 int32_t lance_dataset_take(const struct LanceDataset *dataset,
                            const uint64_t *addresses,
                            size_t addresses_len,

@@ -119,7 +119,7 @@ pub unsafe extern "C" fn lance_dataset_scan(
 }
 
 /// Reads the rows at `addresses` (at the handle's version) in the order
-/// given, as a stream of one batch.
+/// given, as a stream of one batch. Deleted rows are left out.
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_take(
     dataset: *const LanceDataset,
@@ -133,10 +133,12 @@ pub unsafe extern "C" fn lance_dataset_take(
         let dataset = handle(dataset)?.snapshot();
         let addresses = u64s(addresses, addresses_len, "row addresses")?;
         let columns = texts(columns, columns_len, "column name")?;
+        // `_rowaddr` may be asked for: it names each row that came back,
+        // since a deleted row is left out rather than failing the take.
         let projection = if columns.is_empty() {
             dataset.schema().clone()
         } else {
-            dataset.schema().project(&columns)?
+            dataset.schema().project_preserve_system_columns(&columns)?
         };
         let batch = block_on(async move {
             dataset

@@ -1,0 +1,256 @@
+// The point directory (point_directory.h): encoding entries, building them
+// after optimize's commit, and reading points through them.
+
+#include "tracking/point_directory.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_set>
+
+#include "tracking/levels.h"
+#include "tracking/repo_impl.h"
+#include "tracking/schema.h"
+#include "util/clock.h"
+#include "util/varint.h"
+
+namespace kv0::tracking {
+namespace {
+
+constexpr const char* kCorruptEntry = "a directory row of metrics does not decode";
+
+// Addresses per take: bounds the batch one take returns.
+constexpr size_t kTakeRows = size_t{1} << 20;
+
+std::string SpanFilter(const std::vector<StepSpan>& spans) {
+  std::string filter;
+  for (const StepSpan& s : spans) {
+    if (!filter.empty()) filter += " OR ";
+    filter += "(step >= " + SqlInt(s.start);
+    if (s.stop != INT64_MAX) filter += " AND step < " + SqlInt(s.stop);
+    filter += ")";
+  }
+  return "(" + filter + ")";
+}
+
+uint64_t Address(uint64_t fragment_id, uint64_t offset) { return fragment_id << 32 | offset; }
+
+// The row addresses of `ids` in `spans` within `fragments`, from their
+// directory rows, sorted and each once.
+std::vector<uint64_t> DirectedAddresses(const lance::Dataset& metrics,
+                                        const std::vector<uint64_t>& ids,
+                                        const std::vector<StepSpan>& spans,
+                                        const std::set<uint64_t>& fragments) {
+  std::vector<uint64_t> addresses;
+  for (const auto& part : Chunks(ids, kMaxFilterIds)) {
+    const std::unordered_set<uint64_t> wanted(part.begin(), part.end());
+    lance::ScanOptions scan;
+    scan.columns = {"step", "epoch", "stats"};
+    scan.filter =
+        "series_id = 0 AND value = " + std::to_string(static_cast<int>(kDirectoryRowValue)) +
+        " AND " + ReservedStepIn(part);
+    auto reader = metrics.Scan(scan);
+    while (auto batch = reader.Next()) {
+      arrow::Int64Column series(*batch, "step"), fragment(*batch, "epoch");
+      arrow::BinaryColumn stats(*batch, "stats");
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        const auto id = static_cast<uint64_t>(series.value(i));
+        const auto fragment_id = static_cast<uint64_t>(fragment.value(i));
+        if (!wanted.count(id) || !fragments.count(fragment_id)) continue;
+        const DirectoryEntry entry = DecodeEntry(id, fragment_id, stats.value(i));
+        for (const StepSpan& span : spans) {
+          auto [first, last] = entry.RowsOf(span);
+          for (uint64_t row = first; row < last; ++row) {
+            addresses.push_back(Address(fragment_id, row));
+          }
+        }
+      }
+    }
+  }
+  std::sort(addresses.begin(), addresses.end());
+  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
+  return addresses;
+}
+
+}  // namespace
+
+bool InSpans(const std::vector<StepSpan>& spans, int64_t step) {
+  return std::any_of(spans.begin(), spans.end(),
+                     [&](const StepSpan& s) { return s.Contains(step); });
+}
+
+std::pair<uint64_t, uint64_t> DirectoryEntry::RowsOf(const StepSpan& span) const {
+  const bool bounded = span.stop != INT64_MAX;
+  if (count == 0 || last_step < span.start ||
+      (bounded && (span.start >= span.stop || fences.front() >= span.stop))) {
+    return {0, 0};
+  }
+  // Rows from fence k on have steps >= fences[k]; rows before it, below.
+  const auto stride = static_cast<uint64_t>(kDirectoryStride);
+  const auto first_at_or_above = [&](int64_t step) {
+    return static_cast<uint64_t>(std::lower_bound(fences.begin(), fences.end(), step) -
+                                 fences.begin());
+  };
+  const uint64_t k0 = first_at_or_above(span.start);
+  const uint64_t k1 = bounded ? first_at_or_above(span.stop) : fences.size();
+  const uint64_t first = k0 == 0 ? 0 : (k0 - 1) * stride;
+  const uint64_t last = std::min(count, k1 * stride);
+  return {offset + first, offset + last};
+}
+
+std::string EncodeEntry(const DirectoryEntry& entry) {
+  std::string out;
+  PutVarint(&out, entry.offset);
+  PutVarint(&out, entry.count);
+  PutVarint(&out, Zigzag(entry.last_step));
+  int64_t previous = 0;
+  for (int64_t fence : entry.fences) {
+    PutVarint(&out, Zigzag(WrapSub(fence, previous)));
+    previous = fence;
+  }
+  return out;
+}
+
+DirectoryEntry DecodeEntry(uint64_t series_id, uint64_t fragment_id, std::string_view bytes) {
+  ByteReader in(bytes, kCorruptEntry);
+  DirectoryEntry entry;
+  entry.series_id = series_id;
+  entry.fragment_id = fragment_id;
+  entry.offset = in.Varint();
+  entry.count = in.Varint();
+  entry.last_step = Unzigzag(in.Varint());
+  int64_t fence = 0;
+  while (!in.done()) {
+    fence = WrapAdd(fence, Unzigzag(in.Varint()));
+    entry.fences.push_back(fence);
+  }
+  const uint64_t stride = static_cast<uint64_t>(kDirectoryStride);
+  if (entry.count == 0 || entry.offset + entry.count > (uint64_t{1} << 32) ||
+      entry.fences.size() != (entry.count + stride - 1) / stride ||
+      !std::is_sorted(entry.fences.begin(), entry.fences.end()) ||
+      entry.fences.back() > entry.last_step) {
+    in.Fail();
+  }
+  return entry;
+}
+
+std::vector<DirectoryEntry> BuildDirectory(const lance::Dataset& metrics,
+                                           std::span<const uint64_t> fragments,
+                                           std::vector<uint64_t>* directed) {
+  std::vector<DirectoryEntry> entries;
+  std::set<uint64_t> broken;
+  std::set<std::pair<uint64_t, uint64_t>> seen;  // (series, fragment)
+  lance::ScanOptions scan;
+  scan.columns = {"series_id", "step"};
+  scan.fragment_ids = std::vector<uint64_t>(fragments.begin(), fragments.end());
+  scan.with_row_address = true;
+  scan.filter = "series_id <> 0";
+  auto reader = metrics.Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column id(*batch, "series_id"), address(*batch, lance::kRowAddress);
+    arrow::Int64Column step(*batch, "step");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      const uint64_t fragment_id = address.value(i) >> 32;
+      const uint64_t offset = address.value(i) & 0xffffffffu;
+      if (broken.count(fragment_id)) continue;
+      DirectoryEntry* open = entries.empty() ? nullptr : &entries.back();
+      if (open && open->series_id == id.value(i) && open->fragment_id == fragment_id) {
+        if (offset != open->offset + open->count || step.value(i) <= open->last_step) {
+          broken.insert(fragment_id);
+          continue;
+        }
+        if (open->count % static_cast<uint64_t>(kDirectoryStride) == 0) {
+          open->fences.push_back(step.value(i));
+        }
+        open->count++;
+        open->last_step = step.value(i);
+        continue;
+      }
+      if (!seen.insert({id.value(i), fragment_id}).second) {
+        broken.insert(fragment_id);  // the series' rows are not together
+        continue;
+      }
+      entries.push_back(
+          {id.value(i), fragment_id, offset, 1, step.value(i), std::vector{step.value(i)}});
+    }
+  }
+  std::erase_if(entries, [&](const DirectoryEntry& e) { return broken.count(e.fragment_id) > 0; });
+  directed->clear();
+  for (uint64_t id : fragments) {
+    if (!broken.count(id)) directed->push_back(id);
+  }
+  return entries;
+}
+
+arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries) {
+  arrow::BatchBuilder b(MetricsSchema());
+  const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
+  for (const DirectoryEntry& entry : entries) {
+    b.uint64(0).Append(kReservedSeriesId);
+    b.int64(1).Append(static_cast<int64_t>(entry.series_id));
+    b.int64(2).Append(static_cast<int64_t>(entry.fragment_id));
+    b.timestamp(3).Append(now_us);
+    b.float64(4).Append(kDirectoryRowValue);
+    b.binary(5).Append(EncodeEntry(entry));
+    b.uint64(6).AppendNull();
+  }
+  return arrow::OneBatch(MetricsSchema(), b);
+}
+
+PointsBySeries ReadLatestPoints(const lance::Dataset& at, const std::vector<uint64_t>& ids,
+                                const std::vector<StepSpan>& spans,
+                                const std::optional<std::vector<uint64_t>>& fragments) {
+  PointsBySeries points;
+  if (ids.empty() || spans.empty()) return points;
+  // One version throughout: the metadata, the directory and the rows.
+  const lance::Dataset metrics = at.Clone();
+  std::vector<uint64_t> from = fragments.value_or(std::vector<uint64_t>{});
+  if (!fragments) {
+    for (const auto& f : metrics.Fragments()) from.push_back(f.id);
+  }
+  const std::set<uint64_t> directed = FragmentList(metrics.Metadata(), kDirectedFragmentsKey);
+  std::set<uint64_t> take_from;
+  std::vector<uint64_t> filter_from;
+  for (uint64_t id : from) {
+    if (directed.count(id)) {
+      take_from.insert(id);
+    } else {
+      filter_from.push_back(id);
+    }
+  }
+
+  if (!take_from.empty()) {
+    const std::vector<uint64_t> addresses = DirectedAddresses(metrics, ids, spans, take_from);
+    std::vector<std::string> columns = PointColumns();
+    columns.push_back(lance::kRowAddress);
+    for (size_t i = 0; i < addresses.size(); i += kTakeRows) {
+      const size_t n = std::min(kTakeRows, addresses.size() - i);
+      auto reader = metrics.Take(std::span(addresses).subspan(i, n), columns);
+      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+    }
+  }
+  if (!filter_from.empty()) {
+    for (const auto& part : Chunks(ids, kMaxFilterIds)) {
+      lance::ScanOptions scan;
+      scan.columns = PointColumns();
+      scan.with_row_address = true;
+      // No list when no fragment is directed: the scan reads every fragment.
+      if (fragments || !take_from.empty()) scan.fragment_ids = filter_from;
+      scan.filter = SqlIn("series_id", part) + " AND " + SpanFilter(spans);
+      auto reader = metrics.Scan(scan);
+      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+    }
+  }
+  // A take hands out whole stretches of rows around the spans.
+  const std::unordered_set<uint64_t> wanted(ids.begin(), ids.end());
+  std::erase_if(points, [&](const auto& series) { return !wanted.count(series.first); });
+  for (auto& [id, series] : points) {
+    if (!take_from.empty()) {
+      std::erase_if(series, [&](const StoredPoint& p) { return !InSpans(spans, p.step); });
+    }
+    LatestPerStep(&series);
+  }
+  std::erase_if(points, [](const auto& series) { return series.second.empty(); });
+  return points;
+}
+
+}  // namespace kv0::tracking

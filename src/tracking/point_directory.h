@@ -1,0 +1,100 @@
+// The point directory: where each series' points lie in the metrics
+// fragments optimize sorted, so that a read of some steps of many series
+// takes those rows by address instead of filtering the table for them.
+//
+// Why: a filtered scan of 200 series reads at least a zone of 8,192 rows of
+// each and compares every id of its list with every zone (160-220 ms for
+// 1,000 steps of 200 series of 200,000 points), where a take of the same
+// rows' addresses costs 31-36 ms (docs/benchmarks.md, "Lance's ways to many
+// series").
+//
+// The directory is reserved rows of metrics.lance, one per series and
+// sorted fragment, appended by optimize in a commit after the one that wrote
+// the fragments (only that commit gives them their ids):
+//
+//   series_id 0, step = the series id, epoch = the fragment id,
+//   value = kDirectoryRowValue, seq null, stats = the entry:
+//     first row offset, row count   varints
+//     last step                     zigzag varint
+//     fences                        zigzag varints: the step of every
+//                                   kDirectoryStride-th row of the series
+//                                   in the fragment (its first row, then
+//                                   every stride), each from the one before
+//                                   (the first from 0)
+//
+// Readers of other reserved rows skip these: statistics rows have no epoch,
+// marks have value 0, level rows have a seq. Deleting a run deletes them
+// with its statistics and level rows (step IN its series ids).
+//
+// A fragment's entries are complete (every series with rows in it has one)
+// when the fragment is listed under kDirectedFragmentsKey in metrics'
+// metadata, which optimize writes after the directory's commit. So a crash
+// between the commits leaves the fragments read by filter; so are fragments
+// rewritten since (a compaction gives rows new fragment ids, never reused)
+// and those no optimize sorted (flushes, other writers).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lance/dataset.h"
+#include "tracking/tables.h"
+
+namespace kv0::tracking {
+
+inline constexpr double kDirectoryRowValue = 4;
+// Rows between two fences: a read takes at most this many rows more than it
+// needs at each end of each span; the directory costs a fence (a byte or
+// two) per this many points.
+inline constexpr int64_t kDirectoryStride = 256;
+
+// Steps [start, stop); a stop of INT64_MAX has no bound, so that step
+// INT64_MAX can be read too.
+struct StepSpan {
+  int64_t start, stop;
+  auto operator<=>(const StepSpan&) const = default;
+  bool Contains(int64_t step) const { return step >= start && (step < stop || stop == INT64_MAX); }
+};
+bool InSpans(const std::vector<StepSpan>& spans, int64_t step);
+
+// Where one series' rows lie in one fragment.
+struct DirectoryEntry {
+  uint64_t series_id = 0;
+  uint64_t fragment_id = 0;
+  uint64_t offset = 0;  // of its first row
+  uint64_t count = 0;   // rows, consecutive from offset, steps ascending
+  int64_t last_step = 0;
+  std::vector<int64_t> fences;  // the step of rows 0, stride, 2 * stride...
+
+  // The rows of the entry that may hold a step of `span`, as offsets in
+  // the fragment [first, second); empty if none can.
+  std::pair<uint64_t, uint64_t> RowsOf(const StepSpan& span) const;
+};
+
+std::string EncodeEntry(const DirectoryEntry& entry);
+// Corruption if the bytes are not an entry.
+DirectoryEntry DecodeEntry(uint64_t series_id, uint64_t fragment_id, std::string_view bytes);
+
+// The directory of `fragments`, just written by optimize, from a scan of
+// their rows: their entries, and in *directed the fragments they describe
+// completely. A fragment whose rows are not what a sorted rewrite writes
+// (a series' rows apart, steps not ascending, rows deleted meanwhile) is
+// left out, to be read by filter.
+std::vector<DirectoryEntry> BuildDirectory(const lance::Dataset& metrics,
+                                           std::span<const uint64_t> fragments,
+                                           std::vector<uint64_t>* directed);
+// The entries as metrics rows, for one append.
+arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries);
+
+// The latest point of each step of the series `ids` in `spans`, read from
+// `fragments` of `metrics` (all of them if unset): taken by address from
+// the directed fragments, filtered from the others. Series with no point
+// there are absent.
+PointsBySeries ReadLatestPoints(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,
+                                const std::vector<StepSpan>& spans,
+                                const std::optional<std::vector<uint64_t>>& fragments);
+
+}  // namespace kv0::tracking
