@@ -1,25 +1,34 @@
-// ReadDownsampled's fast path: a step window folded from the levels optimize
-// wrote (levels.h), and from raw points only where the levels cannot say:
+// ReadDownsampled's fast path: a step window folded from levels (levels.h),
+// the ones optimize wrote and the ones flushes wrote beside their points,
+// and from raw points only where the levels cannot say:
 //
+//   - a cell whose parts share a step (a step written in two flushes, or in
+//     a flush after optimize levelled it): only the latest write counts, so
+//     its steps in the window are read raw, every fragment, the latest
+//     point per step (ReadLatestPoints: taken by address where the point
+//     directory covers them);
 //   - an edge cell of the window (one that lies partly outside it) whose
-//     points reach outside the window: its part inside is read raw, every
-//     fragment, the latest point per step (ReadLatestPoints: taken by
-//     address where the point directory covers them). An edge cell whose points all lie
-//     inside is used whole; so a view of a whole series, whose window ends
-//     at its last point, reads no raw point of a levelled series;
-//   - points in fragments no optimize levelled (new flushes, other writers):
-//     read raw from those fragments; each is added as it is, unless its step
-//     lies between the first and last step of a levelled cell, which may
-//     hold an older point at that step: that cell is read raw instead.
+//     points reach outside the window: its part inside is read raw, the
+//     same way. An edge cell whose points all lie inside is used whole; so
+//     a view of a whole series, whose window ends at its last point, reads
+//     no raw point of a levelled series;
+//   - points in fragments with no levels of them (an earlier build's
+//     flushes, fragments a run's delete touched): read raw from those
+//     fragments; each is added as it is, unless its step lies between the
+//     first and last step of a cell, which may hold an older point at that
+//     step: that cell is read raw instead.
 //
 // Everything else is whole cells, merged into the chart's buckets, each a
-// whole number of cells. Cells, raw spans and new points cover disjoint
-// steps, so the merge is exact. What a read costs: the rows of the level
-// (about a cell per bucket, up to kCellsPerRow - 1 more at each end) and
-// the points of the spans read raw and of the unlevelled fragments.
+// whole number of cells. Cells, raw spans and the other points cover
+// disjoint steps, so the merge is exact. What a read costs: the rows of the
+// level (about a cell per bucket and fragment, up to kCellsPerRow - 1 more
+// at each end), the flush marks of the fragments optimize has not
+// rewritten, and the points of the spans read raw and of the fragments
+// without levels.
 
 #include <algorithm>
 #include <set>
+#include <tuple>
 
 #include "tracking/downsample.h"
 #include "tracking/levels.h"
@@ -31,24 +40,35 @@ namespace kv0::tracking {
 namespace {
 
 // One series' cells at the read's level: gathered in any order, then
-// sorted by cell number with the parts of one cell (from two folds) merged.
+// sorted by cell number with the parts of one cell merged. Parts from two
+// folds of optimize cover steps apart; parts from two flushes, or from a
+// flush and optimize, may share a step (a step written again), and then
+// only a raw read says which point is the latest: such a cell is listed as
+// overlapping.
 class Cells {
  public:
   void Add(int64_t cell, const Bucket& bucket) { cells_.emplace_back(cell, bucket); }
 
   void Finish() {
-    auto by_cell = [](const auto& a, const auto& b) { return a.first < b.first; };
-    std::stable_sort(cells_.begin(), cells_.end(), by_cell);
+    std::stable_sort(cells_.begin(), cells_.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first, a.second.first_step) < std::tie(b.first, b.second.first_step);
+    });
     size_t kept = 0;
     for (size_t i = 0; i < cells_.size(); ++i) {
       if (kept > 0 && cells_[kept - 1].first == cells_[i].first) {
-        MergeBuckets(&cells_[kept - 1].second, cells_[i].second);
+        Bucket& into = cells_[kept - 1].second;
+        if (into.last_step >= cells_[i].second.first_step) overlapping_.push_back(cells_[i].first);
+        MergeBuckets(&into, cells_[i].second);
       } else {
         cells_[kept++] = cells_[i];
       }
     }
     cells_.resize(kept);
+    overlapping_.erase(std::unique(overlapping_.begin(), overlapping_.end()), overlapping_.end());
   }
+
+  // After Finish(): cells whose parts share steps.
+  const std::vector<int64_t>& overlapping() const { return overlapping_; }
 
   // The cell numbered `cell`, or null if it holds no point (also once
   // emptied, as a cell sent to the raw read is). After Finish().
@@ -63,6 +83,7 @@ class Cells {
 
  private:
   std::vector<std::pair<int64_t, Bucket>> cells_;
+  std::vector<int64_t> overlapping_;
 };
 
 Bucket OnePoint(const StoredPoint& p) {
@@ -98,13 +119,20 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   std::set<uint64_t> present;
   for (const auto& f : metrics.Fragments()) present.insert(f.id);
   const auto metadata = metrics.Metadata();
-  const std::set<uint64_t> levelled = FragmentList(metadata, kLevelledFragmentsKey);
-  if (levelled.empty()) return false;
+  std::set<uint64_t> levelled = FragmentList(metadata, kLevelledFragmentsKey);
   for (uint64_t id : levelled) {
     if (!present.count(id)) return false;  // rewritten since: the next optimize redoes them
   }
-  std::vector<uint64_t> unlevelled;
+  // Of the others, those whose flushes wrote levels of all their points;
+  // the rest are read point by point.
+  std::vector<uint64_t> others;
   for (uint64_t id : present) {
+    if (!levelled.count(id)) others.push_back(id);
+  }
+  for (uint64_t id : FlushLevelled(metrics, others)) levelled.insert(id);
+  if (levelled.empty()) return false;
+  std::vector<uint64_t> unlevelled;
+  for (uint64_t id : others) {
     if (!levelled.count(id)) unlevelled.push_back(id);
   }
 
@@ -149,6 +177,9 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
     *found = Bucket{};
   };
   for (auto& [id, mine] : cells) {
+    for (int64_t cell : mine.overlapping()) {
+      if (Bucket* found = mine.Find(cell)) read_raw(id, cell, found);
+    }
     for (int64_t edge : {first_cell, last_cell}) {
       if (edge >= cell_lo && edge < cell_hi) continue;  // wholly inside
       Bucket* found = mine.Find(edge);

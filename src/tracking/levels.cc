@@ -3,11 +3,14 @@
 
 #include "tracking/levels.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <unordered_map>
 
 #include "kv0/error.h"
 #include "tracking/downsample.h"
@@ -168,8 +171,10 @@ void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<
   }
 }
 
-arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats* stats) {
-  arrow::BatchBuilder b(MetricsSchema());
+namespace {
+
+void AppendLevelRows(const std::vector<LevelRow>& rows, OptimizeStats* stats,
+                     arrow::BatchBuilder& b) {
   const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const LevelRow& row : rows) {
     b.uint64(0).Append(kReservedSeriesId);
@@ -183,7 +188,85 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats
     b.binary(5).Append(cells);
     b.uint64(6).Append(static_cast<uint64_t>(row.level));
   }
+}
+
+// The level rows of a flush's points: per series, the latest point of each
+// step (the higher seq; a point without one is older than any with one;
+// then the later in the buffer).
+std::vector<LevelRow> FlushLevels(const PointBuffer& points) {
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_series;
+  for (size_t i = 0; i < points.size(); ++i) {
+    by_series[points.series_ids[i]].push_back(static_cast<uint32_t>(i));
+  }
+  std::vector<LevelRow> rows;
+  std::vector<Point> latest;
+  for (auto& [id, order] : by_series) {
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return std::tie(points.steps[a], points.seqs[a]) < std::tie(points.steps[b], points.seqs[b]);
+    });
+    latest.clear();
+    for (uint32_t i : order) {
+      Point p{points.steps[i], points.values[i], points.timestamps_us[i], points.seqs[i]};
+      if (!latest.empty() && latest.back().step == p.step) {
+        latest.back() = p;
+      } else {
+        latest.push_back(p);
+      }
+    }
+    BuildLevels(id, latest, &rows);
+  }
+  return rows;
+}
+
+}  // namespace
+
+arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats* stats) {
+  arrow::BatchBuilder b(MetricsSchema());
+  AppendLevelRows(rows, stats, b);
   return arrow::OneBatch(MetricsSchema(), b);
+}
+
+arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> marks) {
+  arrow::BatchBuilder b(MetricsSchema());
+  AppendMetricsRows(points, marks, /*exact_deltas=*/false, b);
+  OptimizeStats ignored;
+  AppendLevelRows(FlushLevels(points), &ignored, b);
+  const int64_t rows = b.num_rows() + 1;  // this mark included
+  b.uint64(0).Append(kReservedSeriesId);
+  b.int64(1).Append(0);
+  b.int64(2).Append(rows);
+  b.timestamp(3).Append(static_cast<int64_t>(WallNanos() / 1000));
+  b.float64(4).Append(kFlushMarkValue);
+  b.binary(5).AppendNull();
+  b.uint64(6).AppendNull();
+  return arrow::OneBatch(MetricsSchema(), b);
+}
+
+std::set<uint64_t> FlushLevelled(const lance::Dataset& metrics,
+                                 std::span<const uint64_t> candidates) {
+  std::set<uint64_t> out;
+  if (candidates.empty()) return out;
+  std::map<uint64_t, uint64_t> marked;  // fragment id -> rows its marks account for
+  lance::ScanOptions scan;
+  scan.columns = {"epoch"};
+  scan.fragment_ids = std::vector<uint64_t>(candidates.begin(), candidates.end());
+  scan.with_row_address = true;
+  scan.filter = "series_id = 0 AND value = " + std::to_string(static_cast<int>(kFlushMarkValue));
+  auto reader = metrics.Scan(scan);
+  while (auto batch = reader.Next()) {
+    arrow::Int64Column rows(*batch, "epoch");
+    arrow::UInt64Column address(*batch, lance::kRowAddress);
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      marked[address.value(i) >> 32] += static_cast<uint64_t>(rows.value(i));
+    }
+  }
+  for (const auto& f : metrics.Fragments()) {
+    auto found = marked.find(f.id);
+    if (found != marked.end() && f.deleted_rows == 0 && found->second == f.physical_rows) {
+      out.insert(f.id);
+    }
+  }
+  return out;
 }
 
 std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,

@@ -28,6 +28,20 @@
 // passes of a large series, or the optimizes that sorted its older and its
 // newer steps) may stop at different levels; a read at level j takes the
 // rows of level j and the top rows below it.
+//
+// A flush writes levels too: its fragment holds, beside its points, the
+// level rows of each series' points in it (the latest per step) and one
+// flush mark, which says how many rows the append wrote:
+//
+//   series_id 0, step 0, epoch = the rows of the append, the mark included,
+//   value = kFlushMarkValue, seq null, stats null
+//
+// A fragment whose marks add up to its rows, none deleted, has the cells of
+// all its points (a compaction that merges such fragments copies their
+// marks); one that does not (an earlier build's flush, a run's rows
+// deleted) is read point by point. Two flushes may hold the same step (the
+// later write wins), so their cells are merged only where their steps do
+// not meet (docs/design.md, "Charts from levels").
 #pragma once
 
 #include <cstdint>
@@ -39,6 +53,7 @@
 #include <vector>
 
 #include "kv0/tracking.h"
+#include "lance/dataset.h"
 #include "tracking/series_stats.h"
 #include "tracking/tables.h"
 
@@ -54,6 +69,7 @@ inline constexpr int kLevels = 55;  // the widest cells: 2^5 * 2^54 = 2^59 steps
 inline constexpr int64_t kCellsPerRow = 1024;
 inline constexpr double kLevelRowValue = 2;
 inline constexpr double kTopLevelRowValue = 3;
+inline constexpr double kFlushMarkValue = 5;
 
 // The cell width of level j.
 constexpr int64_t LevelWidth(int level) { return kLevelBase << (kLevelShift * level); }
@@ -85,6 +101,15 @@ void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<
 // The rows as metrics rows (see above); adds their cells and the size of
 // the cells encoded to stats->level_cells and stats->level_bytes.
 arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats* stats);
+
+// A flush's append: MetricsStream's rows, the level rows of the points and
+// the flush mark (see above).
+arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> marks);
+
+// The fragments among `candidates` (ids of metrics fragments no optimize
+// levelled) that hold the cells of all their points, by their flush marks.
+std::set<uint64_t> FlushLevelled(const lance::Dataset& metrics,
+                                 std::span<const uint64_t> candidates);
 
 // The fragment ids listed under `key` in a dataset's metadata (empty if the
 // key is absent or not a JSON array of ids).

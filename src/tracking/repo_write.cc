@@ -373,7 +373,7 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
   }
   if (!buf.points.empty()) {
     try {
-      tables_[kMetrics]->Append(MetricsStream(buf.points, MarksOf(buf, kMetrics)));
+      tables_[kMetrics]->Append(FlushStream(buf.points, MarksOf(buf, kMetrics)));
     } catch (const Error&) {
       // A commit that failed may still have happened (a timeout after Lance
       // wrote the manifest), and then the retry stores these statistics

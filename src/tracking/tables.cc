@@ -217,6 +217,12 @@ arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows, std::span<c
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
                                  bool exact_deltas) {
   arrow::BatchBuilder b(MetricsSchema());
+  AppendMetricsRows(points, marks, exact_deltas, b);
+  return OneBatch(MetricsSchema(), b);
+}
+
+void AppendMetricsRows(const PointBuffer& points, std::span<const Mark> marks, bool exact_deltas,
+                       arrow::BatchBuilder& b) {
   b.uint64(0).Append(std::span<const uint64_t>(points.series_ids));
   b.int64(1).Append(std::span<const int64_t>(points.steps));
   auto& epoch = b.int64(2);
@@ -258,7 +264,6 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
     b.binary(5).AppendNull();
     b.uint64(6).AppendNull();
   }
-  return OneBatch(MetricsSchema(), b);
 }
 
 std::vector<std::string> PointColumns() {

@@ -15,7 +15,8 @@
 //           digits, as int64 bits), epoch = the seq, value 0 and stats
 //           null. A level row (levels.h) has epoch set, value 2 or 3 and
 //           seq set; a directory row (point_directory.h) has epoch set,
-//           value 4 and seq null.
+//           value 4 and seq null; a flush mark (levels.h) has step 0,
+//           epoch set, value 5 and seq null.
 #pragma once
 
 #include <algorithm>
@@ -115,6 +116,9 @@ arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows, std::span<c
 // value 1, for optimize's), then the mark rows.
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
                                  bool exact_deltas = false);
+// The same rows, added to a builder of MetricsSchema().
+void AppendMetricsRows(const PointBuffer& points, std::span<const Mark> marks, bool exact_deltas,
+                       arrow::BatchBuilder& b);
 
 // Decoding scanned batches (any projection holding the named columns).
 bool IsMarkRunId(std::string_view run_id);

@@ -2,7 +2,8 @@
 // points as ReadMany returns them, by a different method (each bucket's
 // points gathered, then reduced with the standard algorithms), over
 // randomized repositories: non-finite values, overwritten steps, sparse
-// series, deleted runs, several writers, optimize and reopen.
+// series, deleted runs, several writers, flushes' levels, optimize and
+// reopen.
 
 #include "tracking/downsample.h"
 
@@ -18,7 +19,9 @@
 
 #include "kv0/error.h"
 #include "kv0/tracking.h"
+#include "lance/dataset.h"
 #include "test_util.h"
+#include "tracking/tables.h"
 
 namespace kv0::tracking {
 namespace {
@@ -420,6 +423,73 @@ TEST_F(DownsampleTest, LevelsAnswerSeriesOfEveryLengthInOneRead) {
       ExpectExact(repo, ids, {.buckets = buckets, .start = a, .stop = b});
     }
   }
+}
+
+// Before any optimize, charts come from the levels flushes wrote: exact
+// where two flushes wrote the same steps, where compaction merged flushes,
+// beside a fragment with no levels (an earlier build's flush), and after a
+// run's delete touched the fragments.
+TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
+  std::mt19937_64 rng(31);
+  RepoOptions o = Opts();
+  o.max_fragments = 3;  // flushes' fragments are merged now and then
+  std::vector<uint64_t> ids;
+  std::vector<std::string> runs;
+  std::vector<tracking::Run> handles;
+  Repo repo = Repo::Open(Uri(), o);
+  for (int r = 0; r < 3; ++r) {
+    handles.push_back(repo.CreateRun(NewRun{.name = "f" + std::to_string(r)}));
+    runs.push_back(handles.back().run_id());
+    ids.push_back(SeriesId(runs.back(), "m", nlohmann::json::object()));
+  }
+  auto check = [&](Repo& reader) {
+    for (int64_t buckets : {1, 10, 300}) {
+      ExpectExact(reader, ids, {.buckets = buckets});
+      for (int zoom = 0; zoom < 3; ++zoom) {
+        int64_t a = static_cast<int64_t>(rng() % 9000), b = static_cast<int64_t>(rng() % 9000);
+        if (a > b) std::swap(a, b);
+        ExpectExact(reader, ids, {.buckets = buckets, .start = a, .stop = b});
+      }
+    }
+  };
+  // Flushes of consecutive steps, then flushes that write some of them
+  // again (spikes and NaN among them), a few per cell or many.
+  for (int flush = 0; flush < 8; ++flush) {
+    for (int r = 0; r < 3; ++r) {
+      tracking::Run& run = handles[r];
+      for (int64_t step = flush * 1000; step < (flush + 1) * 1000; ++step) {
+        run.Track(Value(rng), "m", {.step = step});
+      }
+      for (int i = 0; flush >= 4 && i < (r == 0 ? 5 : 300); ++i) {
+        run.Track(i % 7 ? 1e6 : kNaN, "m", {.step = static_cast<int64_t>(rng() % 8000)});
+      }
+    }
+    repo.Flush();
+    ASSERT_NO_FATAL_FAILURE(check(repo));
+  }
+  // A fragment of points with no levels and no mark, as an earlier build
+  // flushed them, at new steps and over old ones.
+  {
+    PointBuffer old;
+    for (int64_t step = 8000; step < 9000; ++step) {
+      old.Add(ids[1], step, std::nullopt, 1000 + step, Value(rng), 0, false);
+    }
+    for (int i = 0; i < 50; ++i) {
+      old.Add(ids[2], static_cast<int64_t>(rng() % 8000), std::nullopt, 1, -5e5, uint64_t{1} << 62,
+              true);
+    }
+    lance::Dataset::Open(Uri() + "/metrics.lance", {}).Append(MetricsStream(old, {}));
+  }
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  lance::Dataset::Open(Uri() + "/metrics.lance", {}).Compact({});
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  repo.DeleteRuns(std::vector<std::string>{runs[0]});
+  ids.erase(ids.begin());
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  Repo reopened = Repo::Open(Uri(), o);
+  ASSERT_NO_FATAL_FAILURE(check(reopened));
+  reopened.Optimize();
+  ASSERT_NO_FATAL_FAILURE(check(reopened));
 }
 
 TEST_F(DownsampleTest, OneSpikeAndOneNanInALongSeriesShowAtEveryZoom) {
