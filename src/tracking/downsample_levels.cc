@@ -123,13 +123,15 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   for (uint64_t id : levelled) {
     if (!present.count(id)) return false;  // rewritten since: the next optimize redoes them
   }
-  // Of the others, those whose flushes wrote levels of all their points;
-  // the rest are read point by point.
+  // Of the others, those whose flushes wrote levels of all their points
+  // (from kFlushFirstLevel on); the rest are read point by point.
   std::vector<uint64_t> others;
   for (uint64_t id : present) {
     if (!levelled.count(id)) others.push_back(id);
   }
-  for (uint64_t id : FlushLevelled(metrics, others)) levelled.insert(id);
+  if (level >= kFlushFirstLevel) {
+    for (uint64_t id : FlushLevelled(metrics, others)) levelled.insert(id);
+  }
   if (levelled.empty()) return false;
   std::vector<uint64_t> unlevelled;
   for (uint64_t id : others) {

@@ -145,7 +145,8 @@ void MergeBuckets(Bucket* into, const Bucket& from) {
   }
 }
 
-void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out) {
+void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out,
+                 int first_level) {
   if (points.empty()) return;
   // Level 0 from the points, each coarser level from the one below it.
   std::vector<std::pair<int64_t, Bucket>> cells;
@@ -165,7 +166,7 @@ void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<
         MergeBuckets(&coarser.back().second, bucket);
       }
     }
-    ChunkCells(series_id, level, last, std::move(cells), out);
+    if (level >= first_level || last) ChunkCells(series_id, level, last, std::move(cells), out);
     if (last) return;
     cells = std::move(coarser);
   }
@@ -201,9 +202,13 @@ std::vector<LevelRow> FlushLevels(const PointBuffer& points) {
   std::vector<LevelRow> rows;
   std::vector<Point> latest;
   for (auto& [id, order] : by_series) {
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+    auto earlier = [&](uint32_t a, uint32_t b) {
       return std::tie(points.steps[a], points.seqs[a]) < std::tie(points.steps[b], points.seqs[b]);
-    });
+    };
+    // Points usually come in step order: then the sort is skipped.
+    if (!std::is_sorted(order.begin(), order.end(), earlier)) {
+      std::stable_sort(order.begin(), order.end(), earlier);
+    }
     latest.clear();
     for (uint32_t i : order) {
       Point p{points.steps[i], points.values[i], points.timestamps_us[i], points.seqs[i]};
@@ -213,7 +218,7 @@ std::vector<LevelRow> FlushLevels(const PointBuffer& points) {
         latest.push_back(p);
       }
     }
-    BuildLevels(id, latest, &rows);
+    BuildLevels(id, latest, &rows, kFlushFirstLevel);
   }
   return rows;
 }

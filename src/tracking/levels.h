@@ -70,6 +70,11 @@ inline constexpr int64_t kCellsPerRow = 1024;
 inline constexpr double kLevelRowValue = 2;
 inline constexpr double kTopLevelRowValue = 3;
 inline constexpr double kFlushMarkValue = 5;
+// Flushes write levels from this one on (cells of 128 steps), a quarter of
+// the cells of all levels, to keep a flush's extra work small; a read at a
+// finer level (buckets narrower than 128 steps) reads flushed fragments
+// point by point.
+inline constexpr int kFlushFirstLevel = 2;
 
 // The cell width of level j.
 constexpr int64_t LevelWidth(int level) { return kLevelBase << (kLevelShift * level); }
@@ -95,8 +100,11 @@ struct LevelRow {
   std::vector<std::pair<int64_t, Bucket>> cells;  // (cell number, its points)
 };
 
-// The level rows of one series' points, in step order and one per step.
-void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out);
+// The level rows of one series' points, in step order and one per step:
+// the rows of levels from `first_level` on, and the top row, whatever its
+// level (it stands for every coarser level).
+void BuildLevels(uint64_t series_id, std::span<const Point> points, std::vector<LevelRow>* out,
+                 int first_level = 0);
 
 // The rows as metrics rows (see above); adds their cells and the size of
 // the cells encoded to stats->level_cells and stats->level_bytes.

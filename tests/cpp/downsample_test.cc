@@ -437,7 +437,7 @@ TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
   std::vector<std::string> runs;
   std::vector<tracking::Run> handles;
   Repo repo = Repo::Open(Uri(), o);
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 4; ++r) {
     handles.push_back(repo.CreateRun(NewRun{.name = "f" + std::to_string(r)}));
     runs.push_back(handles.back().run_id());
     ids.push_back(SeriesId(runs.back(), "m", nlohmann::json::object()));
@@ -455,7 +455,7 @@ TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
   // Flushes of consecutive steps, then flushes that write some of them
   // again (spikes and NaN among them), a few per cell or many.
   for (int flush = 0; flush < 8; ++flush) {
-    for (int r = 0; r < 3; ++r) {
+    for (int r = 0; r < 3; ++r) {  // long series; the fourth is written below
       tracking::Run& run = handles[r];
       for (int64_t step = flush * 1000; step < (flush + 1) * 1000; ++step) {
         run.Track(Value(rng), "m", {.step = step});
@@ -463,6 +463,11 @@ TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
       for (int i = 0; flush >= 4 && i < (r == 0 ? 5 : 300); ++i) {
         run.Track(i % 7 ? 1e6 : kNaN, "m", {.step = static_cast<int64_t>(rng() % 8000)});
       }
+    }
+    // A series with a few points a flush, in one cell finer than any level
+    // a flush writes: its top row stands for them.
+    for (int64_t step : {1, 2, 3}) {
+      handles[3].Track(Value(rng), "m", {.step = 1000 * flush + step});
     }
     repo.Flush();
     ASSERT_NO_FATAL_FAILURE(check(repo));
