@@ -6,7 +6,7 @@
 //     a flush after optimize levelled it): only the latest write counts, so
 //     its steps in the window are read raw, every fragment, the latest
 //     point per step (ReadLatestPoints: taken by address where the point
-//     directory covers them);
+//     directory covers them), from the fragments that may hold them;
 //   - an edge cell of the window (one that lies partly outside it) whose
 //     points reach outside the window: its part inside is read raw, the
 //     same way. An edge cell whose points all lie inside is used whole; so
@@ -20,17 +20,24 @@
 //
 // Everything else is whole cells, merged into the chart's buckets, each a
 // whole number of cells. Cells, raw spans and the other points cover
-// disjoint steps, so the merge is exact. What a read costs: the rows of the
-// level (about a cell per bucket and fragment, up to kCellsPerRow - 1 more
-// at each end), the flush marks of the fragments optimize has not
-// rewritten, and the points of the spans read raw and of the fragments
-// without levels.
+// disjoint steps, so the merge is exact.
+//
+// Which fragments a read touches: optimize's levelled fragments, by a
+// filter on their level rows; of the others, only those whose flush
+// summaries (flush_summaries.h) say they may hold a point of the window.
+// Their level rows are taken by address, and a fragment without levels is
+// read point by point. What a read costs: the rows of the level (about a
+// cell per bucket and fragment, up to kCellsPerRow - 1 more at each end),
+// the summaries of fragments this handle has not seen before (one scan of
+// their reserved rows), and the points of the spans read raw and of the
+// fragments without levels in the window.
 
 #include <algorithm>
 #include <set>
 #include <tuple>
 
 #include "tracking/downsample.h"
+#include "tracking/flush_summaries.h"
 #include "tracking/levels.h"
 #include "tracking/point_directory.h"
 #include "tracking/repo_impl.h"
@@ -116,59 +123,80 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
 
   // One version throughout: its fragments, its metadata, its rows.
   lance::Dataset metrics = Latest(kMetrics).Clone();
+  const auto fragments = metrics.Fragments();
   std::set<uint64_t> present;
-  for (const auto& f : metrics.Fragments()) present.insert(f.id);
-  const auto metadata = metrics.Metadata();
-  std::set<uint64_t> levelled = FragmentList(metadata, kLevelledFragmentsKey);
+  for (const auto& f : fragments) present.insert(f.id);
+  const std::set<uint64_t> levelled = FragmentList(metrics.Metadata(), kLevelledFragmentsKey);
   for (uint64_t id : levelled) {
     if (!present.count(id)) return false;  // rewritten since: the next optimize redoes them
   }
-  // Of the others, those whose flushes wrote levels of all their points
-  // (from kFlushFirstLevel on); the rest are read point by point.
-  std::vector<uint64_t> others;
-  for (uint64_t id : present) {
-    if (!levelled.count(id)) others.push_back(id);
+  // The other fragments, by their flush summaries: those that hold no point
+  // of the window are skipped; those whose flushes wrote levels of all
+  // their points (from kFlushFirstLevel on) give their level rows by
+  // address; the rest are read point by point.
+  const std::set<uint64_t> wanted(ids.begin(), ids.end());
+  const auto summaries = flush_summaries_.Of(metrics);
+  const int64_t first_chunk = ChunkOfCell(first_cell), last_chunk = ChunkOfCell(last_cell);
+  std::vector<uint64_t> unlevelled, flush_level_rows;
+  bool flush_levelled = false;
+  for (const auto& f : fragments) {
+    if (levelled.count(f.id)) continue;
+    auto found = summaries.find(f.id);
+    const FlushSummary* summary = found == summaries.end() ? nullptr : found->second.get();
+    if (summary && !summary->MayHold(ids, {{start, stop}})) continue;
+    if (!summary || level < kFlushFirstLevel || !summary->Levelled()) {
+      unlevelled.push_back(f.id);
+      continue;
+    }
+    flush_levelled = true;
+    for (const LevelRowAt& row : summary->levels) {
+      if (!wanted.count(row.series_id)) continue;
+      if ((row.level == level && row.chunk >= first_chunk && row.chunk <= last_chunk) ||
+          (row.top && row.level < level)) {
+        flush_level_rows.push_back(f.id << 32 | row.offset);
+      }
+    }
   }
-  if (level >= kFlushFirstLevel) {
-    for (uint64_t id : FlushLevelled(metrics, others)) levelled.insert(id);
-  }
-  if (levelled.empty()) return false;
-  std::vector<uint64_t> unlevelled;
-  for (uint64_t id : others) {
-    if (!levelled.count(id)) unlevelled.push_back(id);
-  }
+  if (levelled.empty() && !flush_levelled) return false;
 
-  // The cells of the level, and the top rows below it, per series.
+  // The cells of the level, and the top rows below it, per series: from
+  // optimize's fragments by filter, from flushes' by address.
   std::map<uint64_t, Cells> cells;
   std::vector<std::pair<int64_t, Bucket>> decoded;
+  auto add_level_rows = [&](const arrow::Batch& batch) {
+    arrow::Int64Column series(batch, "step");
+    arrow::UInt64Column row_level(batch, "seq");
+    arrow::BinaryColumn stats(batch, "stats");
+    for (int64_t i = 0; i < batch.num_rows(); ++i) {
+      decoded.clear();
+      DecodeCells(stats.value(i), static_cast<int>(row_level.value(i)), &decoded);
+      // A top row of a finer level: its one cell, numbered at this level.
+      const int64_t per_cell = width / LevelWidth(static_cast<int>(row_level.value(i)));
+      Cells& mine = cells[static_cast<uint64_t>(series.value(i))];
+      for (auto& [cell, bucket] : decoded) {
+        const int64_t at = CellOfStep(cell, per_cell);
+        if (at >= first_cell && at <= last_cell) mine.Add(at, bucket);
+      }
+    }
+  };
   for (const auto& part : Chunks(ids, kMaxFilterIds)) {
+    if (levelled.empty()) break;
     lance::ScanOptions scan;
     scan.columns = {"step", "seq", "stats"};
     scan.fragment_ids = std::vector<uint64_t>(levelled.begin(), levelled.end());
     scan.filter = "series_id = 0 AND " + ReservedStepIn(part) +
                   " AND ((seq = " + std::to_string(level) +
                   " AND value >= " + std::to_string(static_cast<int>(kLevelRowValue)) +
-                  " AND epoch >= " + SqlInt(ChunkOfCell(first_cell)) +
-                  " AND epoch <= " + SqlInt(ChunkOfCell(last_cell)) +
+                  " AND epoch >= " + SqlInt(first_chunk) + " AND epoch <= " + SqlInt(last_chunk) +
                   ") OR (value = " + std::to_string(static_cast<int>(kTopLevelRowValue)) +
                   " AND seq < " + std::to_string(level) + "))";
     auto reader = metrics.Scan(scan);
-    while (auto batch = reader.Next()) {
-      arrow::Int64Column series(*batch, "step");
-      arrow::UInt64Column row_level(*batch, "seq");
-      arrow::BinaryColumn stats(*batch, "stats");
-      for (int64_t i = 0; i < batch->num_rows(); ++i) {
-        decoded.clear();
-        DecodeCells(stats.value(i), static_cast<int>(row_level.value(i)), &decoded);
-        // A top row of a finer level: its one cell, numbered at this level.
-        const int64_t per_cell = width / LevelWidth(static_cast<int>(row_level.value(i)));
-        Cells& mine = cells[static_cast<uint64_t>(series.value(i))];
-        for (auto& [cell, bucket] : decoded) {
-          const int64_t at = CellOfStep(cell, per_cell);
-          if (at >= first_cell && at <= last_cell) mine.Add(at, bucket);
-        }
-      }
-    }
+    while (auto batch = reader.Next()) add_level_rows(*batch);
+  }
+  if (!flush_level_rows.empty()) {
+    std::sort(flush_level_rows.begin(), flush_level_rows.end());
+    auto reader = metrics.Take(flush_level_rows, {"step", "seq", "stats"});
+    while (auto batch = reader.Next()) add_level_rows(*batch);
   }
   for (auto& [id, mine] : cells) mine.Finish();
 
@@ -233,7 +261,8 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   std::map<std::vector<StepSpan>, std::vector<uint64_t>> by_spans;
   for (const auto& [id, spans] : raw) by_spans[spans].push_back(id);
   for (const auto& [spans, group] : by_spans) {
-    for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, std::nullopt)) {
+    const auto from = flush_summaries_.MayHold(metrics, group, spans);
+    for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, from)) {
       for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
     }
   }

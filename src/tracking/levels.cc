@@ -247,33 +247,6 @@ arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> 
   return arrow::OneBatch(MetricsSchema(), b);
 }
 
-std::set<uint64_t> FlushLevelled(const lance::Dataset& metrics,
-                                 std::span<const uint64_t> candidates) {
-  std::set<uint64_t> out;
-  if (candidates.empty()) return out;
-  std::map<uint64_t, uint64_t> marked;  // fragment id -> rows its marks account for
-  lance::ScanOptions scan;
-  scan.columns = {"epoch"};
-  scan.fragment_ids = std::vector<uint64_t>(candidates.begin(), candidates.end());
-  scan.with_row_address = true;
-  scan.filter = "series_id = 0 AND value = " + std::to_string(static_cast<int>(kFlushMarkValue));
-  auto reader = metrics.Scan(scan);
-  while (auto batch = reader.Next()) {
-    arrow::Int64Column rows(*batch, "epoch");
-    arrow::UInt64Column address(*batch, lance::kRowAddress);
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      marked[address.value(i) >> 32] += static_cast<uint64_t>(rows.value(i));
-    }
-  }
-  for (const auto& f : metrics.Fragments()) {
-    auto found = marked.find(f.id);
-    if (found != marked.end() && f.deleted_rows == 0 && found->second == f.physical_rows) {
-      out.insert(f.id);
-    }
-  }
-  return out;
-}
-
 std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,
                                 const char* key) {
   std::set<uint64_t> out;

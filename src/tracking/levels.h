@@ -36,10 +36,10 @@
 //   series_id 0, step 0, epoch = the rows of the append, the mark included,
 //   value = kFlushMarkValue, seq null, stats null
 //
-// A fragment whose marks add up to its rows, none deleted, has the cells of
-// all its points (a compaction that merges such fragments copies their
-// marks); one that does not (an earlier build's flush, a run's rows
-// deleted) is read point by point. Two flushes may hold the same step (the
+// A fragment whose marks add up to its rows has the cells of all its points
+// (a compaction that merges such fragments copies their marks); one that
+// does not (an earlier build's flush) is read point by point. Reads learn
+// this from the fragment's flush summary (flush_summaries.h). Two flushes may hold the same step (the
 // later write wins), so their cells are merged only where their steps do
 // not meet (docs/design.md, "Charts from levels").
 #pragma once
@@ -113,11 +113,6 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats
 // A flush's append: MetricsStream's rows, the level rows of the points and
 // the flush mark (see above).
 arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> marks);
-
-// The fragments among `candidates` (ids of metrics fragments no optimize
-// levelled) that hold the cells of all their points, by their flush marks.
-std::set<uint64_t> FlushLevelled(const lance::Dataset& metrics,
-                                 std::span<const uint64_t> candidates);
 
 // The fragment ids listed under `key` in a dataset's metadata (empty if the
 // key is absent or not a JSON array of ids).

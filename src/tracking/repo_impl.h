@@ -16,7 +16,7 @@
 // over the handle's SearchCache), the pipeline's flush lock (one flush,
 // compaction or optimize at a time), the pipeline's lock (the batches, the
 // WAL record staging and the handle's caches of runs and series),
-// deleted_mu_.
+// deleted_mu_. flush_summaries_' lock is a leaf: nothing is locked under it.
 #pragma once
 
 #include <atomic>
@@ -33,6 +33,7 @@
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
 #include "pipeline/write_pipeline.h"
+#include "tracking/flush_summaries.h"
 #include "tracking/records.h"
 #include "tracking/run_record.h"
 #include "tracking/search_cache.h"
@@ -198,7 +199,7 @@ struct RepoImpl : public BackgroundClient,
                              ArrowArrayStream* out);
   // downsample_levels.cc: the window [start, stop) of each of ids in the
   // grid's buckets (all of them, empty ones too, edges set), from the levels
-  // optimize wrote; series with no point there are absent. False, with
+  // optimize and flushes wrote; series with no point there are absent. False, with
   // nothing read into out, when the levels cannot answer: none written, or
   // rewritten since, or no cell of theirs fits in a bucket.
   bool ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const BucketGrid& grid,
@@ -283,6 +284,10 @@ struct RepoImpl : public BackgroundClient,
   int64_t tombstone_check_ns_ = 0;                    // steady clock
 
   std::atomic<bool> closed_{false};
+
+  // What the fragments flushes wrote say of themselves, kept for the next
+  // read (flush_summaries.h).
+  FlushSummaries flush_summaries_;
 
   // What run searches read, kept for the next one (search_cache.h).
   std::mutex search_mu_;

@@ -27,7 +27,8 @@ const arrow::Schema& PointsSchema() {
 // One scan of a read: some series over one step range.
 struct ReadChunk {
   std::vector<uint64_t> ids;
-  int64_t start, stop;  // steps [start, stop)
+  int64_t start, stop;                // steps [start, stop)
+  std::vector<uint64_t> fragments{};  // those that may hold its points
 };
 
 std::string StepFilter(int64_t start, int64_t stop) {
@@ -37,18 +38,27 @@ std::string StepFilter(int64_t start, int64_t stop) {
   return out;
 }
 
-// Reads `chunks` as a stream of one batch per chunk, the latest point of each
-// step. The stream holds the dataset, so it stays readable after the handle
-// is closed.
-void StreamChunks(std::shared_ptr<lance::Dataset> dataset, std::vector<ReadChunk> chunks,
-                  std::optional<TimeRange> times, ArrowArrayStream* out) {
+// Reads `chunks` of `metrics`' current version as a stream of one batch per
+// chunk, the latest point of each step, from the fragments `summaries` say
+// may hold them. The stream holds that version, so it stays readable after
+// the handle is closed or moves on.
+void StreamChunks(const lance::Dataset& metrics, FlushSummaries& summaries,
+                  std::vector<ReadChunk> chunks, std::optional<TimeRange> times,
+                  ArrowArrayStream* out) {
+  auto dataset = std::make_shared<lance::Dataset>(metrics.Clone());
+  const auto by_id = summaries.Of(*dataset);
+  const auto fragments = dataset->Fragments();
+  for (ReadChunk& chunk : chunks) {
+    chunk.fragments =
+        FlushSummaries::MayHold(by_id, fragments, chunk.ids, {{chunk.start, chunk.stop}});
+  }
   auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
   auto next = [dataset, state, times](ArrowArray* out) -> bool {
     auto& [plan, index] = *state;
     while (index < plan.size()) {
       const ReadChunk& chunk = plan[index++];
       PointsBySeries points =
-          ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}}, std::nullopt);
+          ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}}, chunk.fragments);
       arrow::BatchBuilder builder(PointsSchema());
       auto& series_id = builder.uint64(0);
       auto& step = builder.int64(1);
@@ -263,7 +273,8 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
   if (!times && !wanted.empty() && steps.start < steps.stop &&
       width <= kReadChunkPoints / std::max<size_t>(1, wanted.size()) &&
       wanted.size() <= kMaxFilterIds) {
-    return StreamChunks(tables_[kMetrics], {{wanted, steps.start, steps.stop}}, times, out);
+    return StreamChunks(*tables_[kMetrics], flush_summaries_, {{wanted, steps.start, steps.stop}},
+                        times, out);
   }
   auto deltas = ReadDeltas(wanted);
 
@@ -348,7 +359,7 @@ void RepoImpl::ReadStream(std::span<const uint64_t> ids, StepRange steps,
     in_chunk += count;
   }
 
-  StreamChunks(tables_[kMetrics], std::move(chunks), times, out);
+  StreamChunks(*tables_[kMetrics], flush_summaries_, std::move(chunks), times, out);
 }
 
 std::map<uint64_t, MetricData> RepoImpl::ReadMany(std::span<const uint64_t> ids, StepRange steps,

@@ -497,6 +497,103 @@ TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
   ASSERT_NO_FATAL_FAILURE(check(reopened));
 }
 
+// Flush summaries (flush_summaries.h) let reads skip flushed fragments and
+// take their level rows by address. ReadMany uses them too, so both reads
+// are checked against a model kept here: an optimized history, tails
+// flushed in many fragments, old steps written again, a second handle's
+// flushes, a compaction of flushed fragments and a run's delete.
+TEST_F(DownsampleTest, FlushSummariesSkipOnlyFragmentsThatHoldNothingOfTheWindow) {
+  std::mt19937_64 rng(4);
+  std::map<uint64_t, std::map<int64_t, Point>> model;  // the latest point per step
+  int64_t clock = 1'700'000'000'000'000;
+  auto track = [&](tracking::Run& run, int64_t step, double value) {
+    run.Track(value, "m", {.step = step, .timestamp_us = ++clock});
+    model[SeriesId(run.run_id(), "m", nlohmann::json::object())][step] = {step, clock, value};
+  };
+  std::vector<uint64_t> ids;
+  std::vector<std::string> runs;
+  std::vector<tracking::Run> handles;
+  Repo repo = Open();
+  for (int r = 0; r < 3; ++r) {
+    handles.push_back(repo.CreateRun(NewRun{.name = "s" + std::to_string(r)}));
+    runs.push_back(handles.back().run_id());
+    ids.push_back(SeriesId(runs.back(), "m", nlohmann::json::object()));
+  }
+  auto check = [&](Repo& reader) {
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    for (uint64_t id : ids) {
+      lo = std::min(lo, model[id].begin()->first);
+      hi = std::max(hi, model[id].rbegin()->first);
+    }
+    // The whole view, the history, the tail, across both, and narrow
+    // windows around steps written again.
+    const std::vector<std::pair<int64_t, int64_t>> windows = {
+        {lo, hi + 1}, {1000, 3000}, {6100, 7900}, {5000, 7000}, {90, 110}, {2040, 2060}, {0, 5000}};
+    for (auto [start, stop] : windows) {
+      auto many = reader.ReadMany(ids, StepRange{start, stop});
+      for (int64_t buckets : {10, 300}) {
+        auto got = reader.ReadDownsampled(ids, {.buckets = buckets, .start = start, .stop = stop});
+        for (uint64_t id : ids) {
+          std::vector<Point> in;
+          for (auto it = model[id].lower_bound(start); it != model[id].end() && it->first < stop;
+               ++it) {
+            in.push_back(it->second);
+          }
+          ASSERT_EQ(PointsOf(many[id]).size(), in.size())
+              << "series " << id << ", window [" << start << ", " << stop << ")";
+          for (size_t i = 0; i < in.size(); ++i) {
+            const Point p = PointsOf(many[id])[i];
+            ASSERT_TRUE(p.step == in[i].step && p.ts == in[i].ts && SameValue(p.value, in[i].value))
+                << "series " << id << " step " << in[i].step;
+          }
+          ASSERT_TRUE(SameSeries(got[id], Reference(in, start, stop, buckets, Axis::kStep)))
+              << "series " << id << ", window [" << start << ", " << stop << "), " << buckets
+              << " buckets";
+        }
+      }
+    }
+  };
+  // An optimized history, then a tail in four flushes.
+  for (int64_t step = 0; step < 6000; ++step) {
+    for (auto& run : handles) track(run, step, Value(rng));
+  }
+  repo.Optimize();
+  for (int flush = 0; flush < 4; ++flush) {
+    for (int64_t step = 6000 + 500 * flush; step < 6500 + 500 * flush; ++step) {
+      for (auto& run : handles) track(run, step, Value(rng));
+    }
+    repo.Flush();
+  }
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  // A flush that writes old steps again, at cell edges among them.
+  for (int64_t step : {100, 101, 2047, 2048, 4095}) track(handles[0], step, 1e7);
+  track(handles[1], 2050, kNaN);
+  repo.Flush();
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  // Another handle's flushes, new steps and an old one, read by this one.
+  {
+    Repo other = Open();
+    tracking::Run run = other.ResumeRun(runs[1]);
+    for (int64_t step = 8000; step < 8600; ++step) track(run, step, Value(rng));
+    other.Flush();
+    track(run, 3000, -1e7);
+    other.Close();
+  }
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  // The flushed fragments merged into one: their summaries combined.
+  lance::Dataset::Open(Uri() + "/metrics.lance", {}).Compact({});
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  track(handles[2], 7000, 1e8);
+  repo.Flush();
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  // A run's delete leaves rows deleted in the flushed fragments.
+  repo.DeleteRuns(std::vector<std::string>{runs[0]});
+  ids.erase(ids.begin());
+  ASSERT_NO_FATAL_FAILURE(check(repo));
+  Repo reopened = Open();
+  ASSERT_NO_FATAL_FAILURE(check(reopened));
+}
+
 TEST_F(DownsampleTest, OneSpikeAndOneNanInALongSeriesShowAtEveryZoom) {
   Repo repo = Open();
   tracking::Run run = repo.CreateRun(NewRun{.name = "long"});

@@ -1,0 +1,103 @@
+// Flush summaries: what a fragment written by flushes says about itself,
+// read once per fragment and kept by the handle, so that a read skips the
+// fragments that hold no point of its series in its steps and takes their
+// level rows by address instead of filtering for them.
+//
+// Why: a chart of series whose newest points are not optimized yet meets
+// every fragment flushed since the last optimize. Each filtered scan of one
+// of them costs a zone map's comparisons and at least a zone of rows, for a
+// fragment that often holds nothing of the window (a zoom into the
+// optimized history) or whose few level rows a take reads directly.
+//
+// A flush's append (levels.h, FlushStream) ends with reserved rows that
+// describe it: a statistics row per series (its first and last step and the
+// count of its points there), the level rows of those points and a flush
+// mark counting the append's rows. One scan of a fragment's reserved rows
+// (series_id = 0) reads them all. A compaction that merges flushed
+// fragments copies those rows, so the merged fragment's summary is theirs
+// combined.
+//
+// What a summary may be trusted for, by the fragment as it is now:
+//   - bounded (the statistics rows' counts plus the reserved rows add up to
+//     the fragment's rows): every point row is counted by a statistics row
+//     of the fragment, so a series' points lie within its [first, last]
+//     steps there, and a series without a statistics row there has no
+//     point there. The scan sees live rows only, so a fragment whose
+//     reserved rows were deleted (a run's delete, pruned marks) falls
+//     short; one whose points alone were deleted (a delete cut short
+//     between its commits) stays bounded, rightly: fewer points lie within
+//     the same steps;
+//   - levelled (bounded, and the flush marks add up to the rows too): the
+//     fragment holds the level rows of all its points, from kFlushFirstLevel
+//     on (and each series' top row).
+// Anything else (a fragment optimize wrote, an earlier build's flush, a
+// fragment with deleted reserved rows) may hold any point.
+//
+// Summaries are kept by data file and deletion file: both are immutable
+// and uniquely named, so a kept summary describes exactly those rows. The
+// fragments optimize wrote (listed in metrics' metadata as levelled or
+// directed) are never read: their levels and directory say more.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lance/dataset.h"
+#include "tracking/point_directory.h"
+
+namespace kv0::tracking {
+
+// Where one level row lies in its fragment.
+struct LevelRowAt {
+  uint64_t series_id = 0;
+  int level = 0;
+  int64_t chunk = 0;  // its first cell number
+  bool top = false;
+  uint64_t offset = 0;  // row offset in the fragment
+};
+
+struct FlushSummary {
+  uint64_t rows = 0;          // the fragment's physical rows
+  uint64_t marked_rows = 0;   // rows the flush marks account for
+  uint64_t counted_rows = 0;  // reserved rows plus the statistics rows' counts
+  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> steps;  // [first, last] per series
+  std::vector<LevelRowAt> levels;
+
+  bool Bounded() const { return counted_rows == rows; }
+  bool Levelled() const { return Bounded() && marked_rows == rows; }
+  // False only when bounded and no series of `ids` has a step of `spans`.
+  bool MayHold(const std::vector<uint64_t>& ids, const std::vector<StepSpan>& spans) const;
+};
+
+// A handle's summaries. Thread-safe; its lock is a leaf (held only to
+// look up and store, never while reading).
+class FlushSummaries {
+ public:
+  using ById = std::map<uint64_t, std::shared_ptr<const FlushSummary>>;
+
+  // The summaries of `metrics`' fragments, by fragment id, reading those
+  // not read before (in one scan); fragments optimize wrote are absent.
+  ById Of(const lance::Dataset& metrics);
+
+  // The ids of `metrics`' fragments that may hold a point of `ids` in
+  // `spans` (in the dataset's order).
+  std::vector<uint64_t> MayHold(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,
+                                const std::vector<StepSpan>& spans);
+  // The same, for many questions of one version: `summaries` is Of's answer
+  // for the dataset whose fragments are `fragments`.
+  static std::vector<uint64_t> MayHold(const ById& summaries,
+                                       const std::vector<lance::FragmentInfo>& fragments,
+                                       const std::vector<uint64_t>& ids,
+                                       const std::vector<StepSpan>& spans);
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const FlushSummary>> by_files_;
+};
+
+}  // namespace kv0::tracking
