@@ -39,9 +39,9 @@
 // A fragment whose marks add up to its rows has the cells of all its points
 // (a compaction that merges such fragments copies their marks); one that
 // does not (an earlier build's flush) is read point by point. Reads learn
-// this from the fragment's flush summary (flush_summaries.h). Two flushes may hold the same step
-// (the later write wins), so their cells are merged only where their steps do not meet
-// (docs/design.md, "Charts from levels").
+// this from the fragment's flush summary (flush_summaries.h). Two flushes
+// may hold the same step (the later write wins), so their cells are merged
+// only where their steps do not meet (docs/design.md, "Charts from levels").
 #pragma once
 
 #include <cstdint>
