@@ -14,8 +14,10 @@ namespace {
 
 std::string KeyOf(const lance::FragmentInfo& f) { return f.data_file + '\n' + f.deletion_file; }
 
-bool Meets(const std::pair<int64_t, int64_t>& steps, const StepSpan& span) {
-  return steps.second >= span.start && (span.stop == INT64_MAX || steps.first < span.stop);
+// Whether the points a delta counted may lie in `span`.
+bool Meets(const StatsDelta& delta, const StepSpan& span) {
+  return !delta.empty() && delta.last_step() >= span.start &&
+         (span.stop == INT64_MAX || delta.first_step() < span.stop);
 }
 
 // Reads the summaries of `fragments` (ids) of `metrics` into `out`, by id.
@@ -48,14 +50,8 @@ void ReadSummaries(const lance::Dataset& metrics, const std::vector<lance::Fragm
       if (epoch.is_null(i)) {  // a statistics row
         if (stats.is_null(i)) continue;
         const StatsDelta delta = StatsDelta::Decode(stats.value(i));
-        if (delta.empty()) continue;
-        const SeriesStats s = delta.Finish();
-        summary.counted_rows += s.count;
-        auto [at, fresh] = summary.steps.try_emplace(series_id, s.first_step, s.last_step);
-        if (!fresh) {
-          at->second.first = std::min(at->second.first, s.first_step);
-          at->second.second = std::max(at->second.second, s.last_step);
-        }
+        summary.counted_rows += delta.count();
+        summary.deltas[series_id].Merge(delta);
       } else if (value.value(i) == kFlushMarkValue) {
         summary.marked_rows += static_cast<uint64_t>(epoch.value(i));
       } else if ((value.value(i) == kLevelRowValue || value.value(i) == kTopLevelRowValue) &&
@@ -74,8 +70,8 @@ bool FlushSummary::MayHold(const std::vector<uint64_t>& ids,
                            const std::vector<StepSpan>& spans) const {
   if (!Bounded()) return true;
   for (uint64_t id : ids) {
-    auto found = steps.find(id);
-    if (found == steps.end()) continue;
+    auto found = deltas.find(id);
+    if (found == deltas.end()) continue;
     for (const StepSpan& span : spans) {
       if (Meets(found->second, span)) return true;
     }

@@ -13,7 +13,9 @@
 // describe it: a statistics row per series (its first and last step and the
 // count of its points there), the level rows of those points and a flush
 // mark counting the append's rows. One scan of a fragment's reserved rows
-// (series_id = 0) reads them all. A compaction that merges flushed
+// (series_id = 0) reads them all. The statistics rows are kept whole, so
+// that reads of series' statistics (RepoImpl::ReadDeltas) scan only the
+// fragments without a summary. A compaction that merges flushed
 // fragments copies those rows, so the merged fragment's summary is theirs
 // combined.
 //
@@ -49,6 +51,7 @@
 
 #include "lance/dataset.h"
 #include "tracking/point_directory.h"
+#include "tracking/series_stats.h"
 
 namespace kv0::tracking {
 
@@ -65,7 +68,9 @@ struct FlushSummary {
   uint64_t rows = 0;          // the fragment's physical rows
   uint64_t marked_rows = 0;   // rows the flush marks account for
   uint64_t counted_rows = 0;  // reserved rows plus the statistics rows' counts
-  std::unordered_map<uint64_t, std::pair<int64_t, int64_t>> steps;  // [first, last] per series
+  // Per series, its statistics rows here merged (empty ones, which ask for
+  // a recount, included): statistics reads take them from here.
+  std::unordered_map<uint64_t, StatsDelta> deltas;
   std::vector<LevelRowAt> levels;
 
   bool Bounded() const { return counted_rows == rows; }

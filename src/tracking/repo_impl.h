@@ -174,7 +174,9 @@ struct RepoImpl : public BackgroundClient,
   // Merged deltas of ids (dirty ones included), read from the reserved rows.
   // The statistics rows of ids, merged, at the version of metrics the handle
   // holds (callers move it to the latest first).
-  // With fragments, only the statistics rows of those fragments.
+  // With fragments, only the statistics rows of those fragments. Without,
+  // the flushed fragments' rows come from their summaries
+  // (flush_summaries.h), read once per fragment.
   std::map<uint64_t, StatsDelta> ReadDeltas(
       std::span<const uint64_t> ids,
       const std::optional<std::vector<uint64_t>>& fragments = std::nullopt);

@@ -189,7 +189,24 @@ std::vector<SeriesInfo> RepoImpl::ReadSeries(const std::string& filter) {
 
 std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(
     std::span<const uint64_t> ids, const std::optional<std::vector<uint64_t>>& fragments) {
-  return ReadDeltasIn(*tables_[kMetrics], ids, fragments);
+  if (fragments) return ReadDeltasIn(*tables_[kMetrics], ids, fragments);
+  // The flushed fragments' statistics rows are in their summaries; only the
+  // others are scanned. One version throughout.
+  lance::Dataset metrics = tables_[kMetrics]->Clone();
+  const auto summaries = flush_summaries_.Of(metrics);
+  std::vector<uint64_t> scanned;
+  for (const auto& f : metrics.Fragments()) {
+    if (!summaries.count(f.id)) scanned.push_back(f.id);
+  }
+  std::map<uint64_t, StatsDelta> out = ReadDeltasIn(metrics, ids, scanned);
+  const std::vector<uint64_t> wanted = Unique(ids);
+  for (const auto& [fragment, summary] : summaries) {
+    for (uint64_t id : wanted) {
+      auto found = summary->deltas.find(id);
+      if (found != summary->deltas.end()) out[id].Merge(found->second);
+    }
+  }
+  return out;
 }
 
 std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltasIn(
@@ -197,7 +214,7 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltasIn(
     const std::optional<std::vector<uint64_t>>& fragments) {
   std::vector<uint64_t> wanted = Unique(ids);
   std::map<uint64_t, StatsDelta> out;
-  if (wanted.empty()) return out;
+  if (wanted.empty() || (fragments && fragments->empty())) return out;
   std::unordered_set<uint64_t> set(wanted.begin(), wanted.end());
   lance::ScanOptions scan;
   scan.columns = {"step", "stats"};

@@ -103,6 +103,9 @@ class StatsDelta {
   // The greatest step counted, so the next default step is last_step() + 1;
   // -1 when empty, making that default 0.
   int64_t last_step() const { return empty() ? -1 : last_step_; }
+  // The smallest step counted (0 when empty) and the points counted.
+  int64_t first_step() const { return first_step_; }
+  uint64_t count() const { return count_; }
 
   std::string Encode() const;
   // Throws kv0::Error(kCorruption) on an unknown version, a length other than

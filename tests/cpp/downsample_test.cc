@@ -497,9 +497,10 @@ TEST_F(DownsampleTest, FlushLevelsAnswerOnlyWhereTheyHoldEveryPoint) {
   ASSERT_NO_FATAL_FAILURE(check(reopened));
 }
 
-// Flush summaries (flush_summaries.h) let reads skip flushed fragments and
-// take their level rows by address. ReadMany uses them too, so both reads
-// are checked against a model kept here: an optimized history, tails
+// Flush summaries (flush_summaries.h) let reads skip flushed fragments,
+// take their level rows by address and read their statistics rows from
+// memory. ReadMany uses them too, so the reads are checked against a model
+// kept here: an optimized history, tails
 // flushed in many fragments, old steps written again, a second handle's
 // flushes, a compaction of flushed fragments and a run's delete.
 TEST_F(DownsampleTest, FlushSummariesSkipOnlyFragmentsThatHoldNothingOfTheWindow) {
@@ -524,6 +525,16 @@ TEST_F(DownsampleTest, FlushSummariesSkipOnlyFragmentsThatHoldNothingOfTheWindow
     for (uint64_t id : ids) {
       lo = std::min(lo, model[id].begin()->first);
       hi = std::max(hi, model[id].rbegin()->first);
+    }
+    // The statistics, whose flushed rows come from the summaries too.
+    auto stats = reader.GetSeriesStats(ids);
+    for (uint64_t id : ids) {
+      const auto& points = model[id];
+      ASSERT_TRUE(stats.count(id)) << "series " << id;
+      EXPECT_EQ(stats[id].count, points.size()) << "series " << id;
+      EXPECT_EQ(stats[id].first_step, points.begin()->first);
+      EXPECT_EQ(stats[id].last_step, points.rbegin()->first);
+      EXPECT_TRUE(SameValue(stats[id].last, points.rbegin()->second.value));
     }
     // The whole view, the history, the tail, across both, and narrow
     // windows around steps written again.
