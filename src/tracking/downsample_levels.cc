@@ -261,7 +261,7 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   std::map<std::vector<StepSpan>, std::vector<uint64_t>> by_spans;
   for (const auto& [id, spans] : raw) by_spans[spans].push_back(id);
   for (const auto& [spans, group] : by_spans) {
-    const auto from = flush_summaries_.MayHold(metrics, group, spans);
+    const auto from = FlushSummaries::MayHold(summaries, fragments, group, spans);
     for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, from)) {
       for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
     }

@@ -117,12 +117,6 @@ FlushSummaries::ById FlushSummaries::Of(const lance::Dataset& metrics) {
   return out;
 }
 
-std::vector<uint64_t> FlushSummaries::MayHold(const lance::Dataset& metrics,
-                                              const std::vector<uint64_t>& ids,
-                                              const std::vector<StepSpan>& spans) {
-  return MayHold(Of(metrics), metrics.Fragments(), ids, spans);
-}
-
 std::vector<uint64_t> FlushSummaries::MayHold(const ById& summaries,
                                               const std::vector<lance::FragmentInfo>& fragments,
                                               const std::vector<uint64_t>& ids,

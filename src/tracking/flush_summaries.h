@@ -89,12 +89,9 @@ class FlushSummaries {
   // not read before (in one scan); fragments optimize wrote are absent.
   ById Of(const lance::Dataset& metrics);
 
-  // The ids of `metrics`' fragments that may hold a point of `ids` in
-  // `spans` (in the dataset's order).
-  std::vector<uint64_t> MayHold(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,
-                                const std::vector<StepSpan>& spans);
-  // The same, for many questions of one version: `summaries` is Of's answer
-  // for the dataset whose fragments are `fragments`.
+  // The ids of `fragments` that may hold a point of `ids` in `spans`, in
+  // their order: `summaries` is Of's answer for the dataset whose fragments
+  // they are.
   static std::vector<uint64_t> MayHold(const ById& summaries,
                                        const std::vector<lance::FragmentInfo>& fragments,
                                        const std::vector<uint64_t>& ids,
