@@ -8,9 +8,10 @@
 //     per parameter key the query names, the rows of params.lance filtered
 //     on that key and the keys on its path, merged per run exactly as
 //     Params() merges them; per metric, the statistics rows of the series
-//     of the live runs (SeriesId needs no read), merged as GetSeriesStats()
-//     merges them. Each reads only the fragments committed since the last
-//     search of this handle.
+//     of every run the handle has seen (SeriesId needs no read), merged as
+//     GetSeriesStats() merges them. Each reads only the fragments committed
+//     since the last search of this handle, and keeps its values by run slot
+//     (RunSlots), so that the steps below index arrays.
 //  3. Evaluate the filter per run, keep the runs after the page token's
 //     sort key, and take the first `limit` by the order (a partial sort).
 //  4. Only for the page's runs: their parameters and series, for columns.
@@ -183,12 +184,12 @@ void Guarded(Refresh&& refresh, Drop&& drop) {
   }
 }
 
-void RefreshRuns(lance::Dataset& table, RunsPart& part) {
+void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
   bool restart = false;
   std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
   if (restart) {
     part.rows.clear();
-    part.live.clear();
+    part.by_slot.clear();
   }
   if (!fragments.empty()) {
     lance::ScanOptions scan;
@@ -196,27 +197,31 @@ void RefreshRuns(lance::Dataset& table, RunsPart& part) {
     std::vector<RunRow> rows;
     auto reader = table.Scan(scan);
     while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
-    std::unordered_set<std::string> touched;
+    std::unordered_set<uint32_t> touched;
     for (auto& row : rows) {
-      touched.insert(row.record.run_id);
-      part.rows[row.record.run_id].push_back(std::move(row));
+      uint32_t slot = slots.Of(row.record.run_id);
+      touched.insert(slot);
+      part.rows[slot].push_back(std::move(row));
     }
-    for (const auto& id : touched) {
-      std::vector<RunRow>& kept = part.rows[id];
-      if (auto merged = MergeRun(kept)) {
-        part.live[id] = std::move(*merged);
-      } else {
-        part.live.erase(id);  // deleted
-      }
+    part.by_slot.resize(slots.size());
+    for (uint32_t slot : touched) {
+      std::vector<RunRow>& kept = part.rows[slot];
+      part.by_slot[slot] = MergeRun(kept);  // none when the run is deleted
       // Folded, a run's rows stay two or three however often it changes,
       // and merge with later rows exactly as the originals would.
       kept = FoldRun(std::move(kept));
     }
   }
+  if (restart || !fragments.empty()) {
+    part.live.clear();
+    for (uint32_t slot = 0; slot < part.by_slot.size(); ++slot) {
+      if (part.by_slot[slot]) part.live.push_back(slot);
+    }
+  }
   part.fragments.Done();
 }
 
-void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part) {
+void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots, ParamPart& part) {
   bool restart = false;
   std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
   if (restart) {
@@ -228,7 +233,7 @@ void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part
     scan.columns = {"seq", "run_id", "key", "value", "text", "flag"};
     scan.filter = KeyFilter(key);
     scan.fragment_ids = fragments;
-    std::unordered_set<std::string> touched;
+    std::unordered_set<uint32_t> touched;
     auto reader = table.Scan(scan);
     while (auto batch = reader.Next()) {
       arrow::UInt64Column seq(*batch, "seq");
@@ -247,18 +252,19 @@ void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part
         } else {
           leaf = nlohmann::json::parse(value.value(r), nullptr, false);
         }
-        std::string id(run_id.value(r));
-        part.leaves[id].push_back(
+        uint32_t slot = slots.Of(std::string(run_id.value(r)));
+        part.leaves[slot].push_back(
             Leaf{std::string(key_column.value(r)), std::move(leaf), seq.value(r)});
-        touched.insert(std::move(id));
+        touched.insert(slot);
       }
     }
-    for (const auto& id : touched) {
-      const std::vector<Leaf>& leaves = part.leaves[id];
+    part.values.resize(slots.size());
+    for (uint32_t slot : touched) {
+      const std::vector<Leaf>& leaves = part.leaves[slot];
       if (leaves.size() == 1 && leaves[0].key == key) {
-        part.values[id] = Value::FromJson(leaves[0].value);
+        part.values[slot] = Value::FromJson(leaves[0].value);
       } else {
-        part.values[id] = Value::FromJson(ParamAt(Unflatten(leaves), key));
+        part.values[slot] = Value::FromJson(ParamAt(Unflatten(leaves), key));
       }
     }
   }
@@ -266,46 +272,46 @@ void RefreshParam(lance::Dataset& table, const std::string& key, ParamPart& part
 }
 
 // Brings the part up to the current version of metrics for the series of
-// runs (the metric's series of each run, in order, are returned).
+// every run in slots.
 //
 // Statistics rows of a series are committed after its run's row (a flush
 // commits runs, params, series, metrics in that order), and `metrics` is a
 // handle SearchRuns took at the latest version before it read the runs
-// table: every run with statistics in the fragments read here is among the
-// live runs the search reads, so its series was asked for when those
-// fragments were read. (The repository's own handle would not do: a flush
-// racing the search moves it on, to fragments holding statistics of runs
-// this search has not seen, which would then count as read.)
-std::vector<uint64_t> RefreshMetric(lance::Dataset& metrics, const Term& term,
-                                    const std::vector<const RunInfo*>& runs, MetricPart& part) {
+// table: every run with statistics in the fragments read here has a slot
+// by now, so its series was asked for when those fragments were read. (The
+// repository's own handle would not do: a flush racing the search moves it
+// on, to fragments holding statistics of runs this search has not seen,
+// which would then count as read.)
+void RefreshMetric(lance::Dataset& metrics, const Term& term, const RunSlots& slots,
+                   MetricPart& part) {
   bool restart = false;
   std::vector<uint64_t> fragments = part.fragments.ToRead(metrics, &restart);
-  if (restart) part = MetricPart{.fragments = std::move(part.fragments)};
-  std::vector<uint64_t> ids;
-  ids.reserve(runs.size());
-  for (const RunInfo* run : runs) {
-    auto [it, fresh] = part.series_of.try_emplace(run->run_id, 0);
-    if (fresh) it->second = SeriesId(run->run_id, term.key, term.context);
-    ids.push_back(it->second);
+  if (restart) {
+    part.deltas.clear();
+    part.clean.clear();
+    part.dirty.clear();
   }
-  if (!fragments.empty() && !part.series_of.empty()) {
-    std::vector<uint64_t> wanted;
-    wanted.reserve(part.series_of.size());
-    for (const auto& [run, id] : part.series_of) wanted.push_back(id);
-    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, wanted, fragments)) {
+  for (uint32_t slot = static_cast<uint32_t>(part.series.size()); slot < slots.size(); ++slot) {
+    uint64_t id = SeriesId(slots.id(slot), term.key, term.context);
+    part.series.push_back(id);
+    part.slot_of.emplace(id, slot);
+  }
+  part.clean.resize(slots.size());
+  if (!fragments.empty() && !part.series.empty()) {
+    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, part.series, fragments)) {
+      uint32_t slot = part.slot_of.at(id);
       StatsDelta& merged = part.deltas[id];
       merged.Merge(delta);
-      part.clean.erase(id);
+      part.clean[slot].reset();
       part.dirty.erase(id);
       if (merged.dirty()) {
         part.dirty.insert(id);
       } else if (!merged.empty()) {
-        part.clean[id] = merged.Finish();
+        part.clean[slot] = merged.Finish();
       }
     }
   }
   part.fragments.Done();
-  return ids;
 }
 
 }  // namespace
@@ -327,9 +333,12 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   std::optional<lance::Dataset> params_at, metrics_at;
   if (any_param) params_at = Latest(kParams).Clone();
   if (any_metric) metrics_at = Latest(kMetrics).Clone();
-  Guarded([&] { RefreshRuns(Latest(kRuns), cache.runs); }, [&] { cache.runs = RunsPart{}; });
+  Guarded([&] { RefreshRuns(Latest(kRuns), cache.slots, cache.runs); },
+          [&] { cache.runs = RunsPart{}; });
+  const std::vector<uint32_t>& live = cache.runs.live;
   std::vector<const RunInfo*> runs;
-  for (const auto& [id, info] : cache.runs.live) runs.push_back(&info);
+  runs.reserve(live.size());
+  for (uint32_t slot : live) runs.push_back(&*cache.runs.by_slot[slot]);
 
   // The values of the filter's and the order's terms, a column per term.
   std::vector<bool> used(q.terms.size(), false);
@@ -346,18 +355,16 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     } else if (term.kind == Term::Kind::kParam) {
       cache.Touch('p', term.key);
       ParamPart& part = cache.params[term.key];
-      Guarded([&] { RefreshParam(*params_at, term.key, part); },
+      Guarded([&] { RefreshParam(*params_at, term.key, cache.slots, part); },
               [&] { cache.params.erase(term.key); });
       for (size_t i = 0; i < runs.size(); ++i) {
-        auto found = part.values.find(runs[i]->run_id);
-        if (found != part.values.end()) column[i] = found->second;
+        if (live[i] < part.values.size()) column[i] = part.values[live[i]];
       }
     } else {
       std::string name = term.key + '\0' + term.context.dump();
       cache.Touch('m', name);
       MetricPart& part = cache.metrics[name];
-      std::vector<uint64_t> ids;
-      Guarded([&] { ids = RefreshMetric(*metrics_at, term, runs, part); },
+      Guarded([&] { RefreshMetric(*metrics_at, term, cache.slots, part); },
               [&] { cache.metrics.erase(name); });
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {
@@ -367,10 +374,11 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
       }
       for (size_t i = 0; i < runs.size(); ++i) {
         const SeriesStats* stats = nullptr;
-        if (auto found = part.clean.find(ids[i]); found != part.clean.end()) {
-          stats = &found->second;
-        } else if (auto exact = from_points.find(ids[i]); exact != from_points.end()) {
-          stats = &exact->second;
+        if (const auto& clean = part.clean[live[i]]) {
+          stats = &*clean;
+        } else if (!from_points.empty()) {
+          auto exact = from_points.find(part.series[live[i]]);
+          if (exact != from_points.end()) stats = &exact->second;
         }
         if (stats) column[i] = StatValue(*stats, term.stat);
       }

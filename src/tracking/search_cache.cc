@@ -33,6 +33,12 @@ void FragmentsRead::Done() {
   pending_.clear();
 }
 
+uint32_t RunSlots::Of(const std::string& run_id) {
+  auto [it, fresh] = slot_of_.try_emplace(run_id, static_cast<uint32_t>(ids_.size()));
+  if (fresh) ids_.push_back(run_id);
+  return it->second;
+}
+
 void SearchCache::Touch(char kind, const std::string& key) {
   std::string name = kind + key;
   recent.remove(name);

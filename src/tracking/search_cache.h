@@ -46,30 +46,50 @@ class FragmentsRead {
   std::vector<lance::FragmentInfo> pending_;
 };
 
+// A dense number for each run id a search has seen, given in the order the
+// ids first appear and never reused. The parts below keep their per-run
+// values in vectors indexed by slot, so that a search walks arrays instead of
+// hashing 100,000 run ids per term (the hashing was most of a warm search).
+class RunSlots {
+ public:
+  // The slot of run_id, new if it has none yet.
+  uint32_t Of(const std::string& run_id);
+  const std::string& id(uint32_t slot) const { return ids_[slot]; }
+  uint32_t size() const { return static_cast<uint32_t>(ids_.size()); }
+
+ private:
+  std::unordered_map<std::string, uint32_t> slot_of_;
+  std::vector<std::string> ids_;
+};
+
 // runs.lance: each run's rows, folded (FoldRun keeps what a later merge
-// needs in two or three rows), and the live runs' merged records.
+// needs in two or three rows), the merged record of each live run by slot,
+// and the live slots in ascending order.
 struct RunsPart {
   FragmentsRead fragments;
-  std::unordered_map<std::string, std::vector<RunRow>> rows;
-  std::unordered_map<std::string, RunInfo> live;
+  std::unordered_map<uint32_t, std::vector<RunRow>> rows;  // by slot
+  std::vector<std::optional<RunInfo>> by_slot;
+  std::vector<uint32_t> live;
 };
 
 // One parameter key: the leaves of params.lance that decide it (the key,
-// the keys on its path, those below it), by run, and each run's value.
+// the keys on its path, those below it), and each run's value, by slot
+// (missing past the end).
 struct ParamPart {
   FragmentsRead fragments;
-  std::unordered_map<std::string, std::vector<Leaf>> leaves;
-  std::unordered_map<std::string, query::Value> values;
+  std::unordered_map<uint32_t, std::vector<Leaf>> leaves;
+  std::vector<query::Value> values;
 };
 
-// One metric (name and context): the series of the runs asked for so far,
-// their merged statistics deltas, and the statistics of the clean ones
-// (dirty ones are computed from their points by each search).
+// One metric (name and context): the series of every run in RunSlots, by
+// slot; their merged statistics deltas; the statistics of the clean ones by
+// slot (dirty ones are computed from their points by each search).
 struct MetricPart {
   FragmentsRead fragments;
-  std::unordered_map<std::string, uint64_t> series_of;  // by run id
+  std::vector<uint64_t> series;                    // by slot
+  std::unordered_map<uint64_t, uint32_t> slot_of;  // by series id
   std::unordered_map<uint64_t, StatsDelta> deltas;
-  std::unordered_map<uint64_t, SeriesStats> clean;
+  std::vector<std::optional<SeriesStats>> clean;  // by slot
   std::unordered_set<uint64_t> dirty;
 };
 
@@ -78,6 +98,7 @@ struct MetricPart {
 struct SearchCache {
   static constexpr size_t kMaxParts = 32;
 
+  RunSlots slots;
   RunsPart runs;
   std::map<std::string, ParamPart> params;    // by key
   std::map<std::string, MetricPart> metrics;  // by name, '\0', context JSON
