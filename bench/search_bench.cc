@@ -11,10 +11,12 @@
 //    conditions, each with an order and limit 100:
 //      warm         the same handle, `repeat` times: p50 and p95;
 //      new process  this executable, `bench search-query`, opens the
-//                   repository and runs the query once (3 times: median);
+//                   repository and runs the query once (`slow_repeat`
+//                   times, 3 by default: median);
 //      brute force  Runs(), AllParams(), AllSeries() and GetSeriesStats()
-//                   of every series, then filter and sort in memory (3
-//                   times: median), and its result must equal the search's.
+//                   of every series, then filter and sort in memory
+//                   (`slow_repeat` times: median), and its result must
+//                   equal the search's.
 //
 // Nothing asserts on a timing; a result that differs is an error.
 
@@ -46,8 +48,6 @@ using tracking::SeriesStats;
 
 constexpr int kPointsPerSeries = 3;
 const char* const kMetrics[] = {"loss", "acc", "val_loss", "grad_norm", "lr"};
-constexpr int kBruteForceRepeat = 3;
-constexpr int kNewProcessRepeat = 3;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -223,13 +223,13 @@ json PhaseJson(const Phase& p, const std::vector<Query>& queries) {
 }
 
 // Times every query; false when a result differs from the brute force.
-bool Measure(const std::string& uri, const std::string& wal_dir, uint64_t repeat,
+bool Measure(const std::string& uri, const std::string& wal_dir, const SearchBenchArgs& args,
              const std::vector<Query>& queries, Phase* phase) {
   bool ok = true;
   Repo repo = Repo::Open(uri, Options(wal_dir));
   for (size_t q = 0; q < queries.size(); ++q) {
     std::vector<std::string> got;
-    for (uint64_t i = 0; i < repeat; ++i) {
+    for (uint64_t i = 0; i < args.repeat; ++i) {
       auto start = Clock::now();
       tracking::RunPage page = repo.SearchRuns(queries[q].query);
       phase->warm_ms[q].push_back(Ms(Clock::now() - start));
@@ -238,7 +238,7 @@ bool Measure(const std::string& uri, const std::string& wal_dir, uint64_t repeat
     }
     std::vector<double> brute;
     std::vector<std::string> want;
-    for (int i = 0; i < kBruteForceRepeat; ++i) {
+    for (uint64_t i = 0; i < args.slow_repeat; ++i) {
       auto start = Clock::now();
       want = BruteForce(repo, queries[q]);
       brute.push_back(Ms(Clock::now() - start));
@@ -250,7 +250,7 @@ bool Measure(const std::string& uri, const std::string& wal_dir, uint64_t repeat
       ok = false;
     }
     std::vector<double> total, open;
-    for (int i = 0; i < kNewProcessRepeat; ++i) {
+    for (uint64_t i = 0; i < args.slow_repeat; ++i) {
       json child =
           json::parse(RunSelf({"bench", "search-query", uri, std::to_string(q), "--dir", wal_dir}));
       total.push_back(child.at("open_ms").get<double>() + child.at("query_ms").get<double>());
@@ -296,7 +296,7 @@ int RunSearchBench(const SearchBenchArgs& args) {
 
   Phase before, after;
   std::cerr << "before optimize\n";
-  bool ok = Measure(uri, wal_dir, args.repeat, queries, &before);
+  bool ok = Measure(uri, wal_dir, args, queries, &before);
   std::cerr << "optimize\n";
   start = Clock::now();
   {
@@ -305,7 +305,7 @@ int RunSearchBench(const SearchBenchArgs& args) {
   }
   double optimize_s = Ms(Clock::now() - start) / 1000;
   std::cerr << "after optimize\n";
-  ok = Measure(uri, wal_dir, args.repeat, queries, &after) && ok;
+  ok = Measure(uri, wal_dir, args, queries, &after) && ok;
 
   std::printf(
       "kv0 bench search: %s runs (20 parameters, 10 series each), built in %.1f s, "
@@ -329,6 +329,7 @@ int RunSearchBench(const SearchBenchArgs& args) {
                 {"when", Timestamp()},
                 {"runs", args.runs},
                 {"repeat", args.repeat},
+                {"slow_repeat", args.slow_repeat},
                 {"build_s", build_s},
                 {"optimize_s", optimize_s},
                 {"before_optimize", PhaseJson(before, queries)},

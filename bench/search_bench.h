@@ -13,6 +13,9 @@ struct SearchBenchArgs {
   uint64_t runs = 100'000;
   // Times each query runs on a warm handle (p50 and p95 come from these).
   uint64_t repeat = 20;
+  // Times the brute force and the new process run per query (medians come
+  // from these); 1 keeps a run of a million runs within the hour.
+  uint64_t slow_repeat = 3;
   std::string json_path;  // where to write every figure as JSON; empty: none
   std::string dir;        // parent of the scratch directory; empty: the system's
 };

@@ -115,6 +115,9 @@ rm -rf "$stress_dir"
 stage "kv0 bench charts, short: its results are checked (its full run: docs/benchmarks.md)"
 build/kv0 bench charts --runs 3 --points 3000 --tail 200 --repeat 1 >/dev/null
 
+stage "kv0 bench search, short: every search must return the brute force's runs (its full run: docs/benchmarks.md)"
+build/kv0 bench search --runs 2000 --repeat 2 --slow-repeat 1 >/dev/null
+
 stage "many writers on S3, short: every acknowledged run is checked (its full run: docs/benchmarks.md)"
 .venv/bin/python bench/writers_s3.py --writers 2 --seconds 3 >/dev/null
 
