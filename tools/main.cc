@@ -78,7 +78,8 @@ const char kUsage[] =
     "                        kv0 against RocksDB, db_bench style (N: 1000000)\n"
     "  bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
     "                        the tracking layer at scale (runs: 2000, points: 5000000)\n"
-    "  bench search [--runs N] [--repeat R] [--slow-repeat R] [--json FILE] [--dir DIR]\n"
+    "  bench search [--runs N] [--repeat R] [--slow-repeat R] [--no-brute-force]\n"
+    "               [--json FILE] [--dir DIR]\n"
     "                        run search beside the brute-force path (runs: 100000)\n"
     "  bench charts [--runs N] [--points N] [--tail N] [--buckets N] [--repeat R]\n"
     "               [--json FILE] [--dir DIR]\n"
@@ -131,7 +132,8 @@ Args Parse(int argc, char** argv) {
                (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
-    } else if (arg == "--reverse" || arg == "--json" || arg == "--force") {
+    } else if (arg == "--reverse" || arg == "--json" || arg == "--force" ||
+               arg == "--no-brute-force") {
       args.flags[arg] = "1";
     } else {
       args.positional.push_back(arg);
@@ -736,8 +738,8 @@ int Bench(const Args& args) {
   const char* usage =
       "usage: kv0 bench kv [--keys N] [--wal-keys N] [--json FILE] [--dir DIR]\n"
       "       kv0 bench tracking [--runs N] [--points N] [--json FILE] [--dir DIR]\n"
-      "       kv0 bench search [--runs N] [--repeat R] [--slow-repeat R] [--json FILE]\n"
-      "                        [--dir DIR]\n"
+      "       kv0 bench search [--runs N] [--repeat R] [--slow-repeat R] [--no-brute-force]\n"
+      "                        [--json FILE] [--dir DIR]\n"
       "       kv0 bench versions [--versions N] [--lance-versions N] [--uri URI] [--json FILE]\n"
       "                          [--dir DIR]\n"
       "       kv0 bench charts [--runs N] [--points N] [--tail N] [--buckets N] [--repeat R]\n"
@@ -756,6 +758,7 @@ int Bench(const Args& args) {
     bench.runs = CountFlag(args, "--runs", bench.runs);
     bench.repeat = CountFlag(args, "--repeat", bench.repeat);
     bench.slow_repeat = CountFlag(args, "--slow-repeat", bench.slow_repeat);
+    bench.brute_force = !args.flags.count("--no-brute-force");
     if (bench.repeat == 0 || bench.slow_repeat == 0) {
       throw kv0::Error(kv0::Code::kInvalidArgument,
                        "--repeat and --slow-repeat must be at least 1");
