@@ -278,22 +278,19 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
   arrow::Float64Column value(batch, "value");
   arrow::UInt64Column seq(batch, "seq");
   // Rows of one series come in runs (sorted fragments hold each series
-  // together), so the series' vector is looked up once per run.
-  std::vector<StoredPoint>* points = nullptr;
-  uint64_t points_id = 0;
-  for (int64_t i = 0; i < batch.num_rows(); ++i) {
-    uint64_t series = id.value(i);
-    if (points == nullptr || series != points_id) {
-      if (keep && !keep(series)) {
-        points = nullptr;
-        continue;
-      }
-      points = &(*out)[series];
-      points_id = series;
-      if (points->empty()) points->reserve(static_cast<size_t>(batch.num_rows() - i));
+  // together), so the series' vector is looked up once per run, and sized
+  // for the run when it is new (later runs grow it geometrically).
+  const int64_t rows = batch.num_rows();
+  for (int64_t begin = 0, end = 0; begin < rows; begin = end) {
+    const uint64_t series = id.value(begin);
+    for (end = begin + 1; end < rows && id.value(end) == series;) ++end;
+    if (keep && !keep(series)) continue;
+    std::vector<StoredPoint>& points = (*out)[series];
+    if (points.empty()) points.reserve(static_cast<size_t>(end - begin));
+    for (int64_t i = begin; i < end; ++i) {
+      points.push_back({step.value(i), seq.is_null(i) ? 0 : seq.value(i), address.value(i),
+                        timestamp.value(i), value.value(i), epoch.value(i), !epoch.is_null(i)});
     }
-    points->push_back({step.value(i), seq.is_null(i) ? 0 : seq.value(i), address.value(i),
-                       timestamp.value(i), value.value(i), epoch.value(i), !epoch.is_null(i)});
   }
 }
 

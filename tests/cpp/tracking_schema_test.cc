@@ -6,6 +6,7 @@
 #include "lance/dataset.h"
 #include "test_util.h"
 #include "tracking/schema.h"
+#include "tracking/tables.h"
 
 namespace kv0::tracking {
 namespace {
@@ -79,6 +80,50 @@ TEST(TrackingSchema, FieldBitsAreDistinct) {
   }
   EXPECT_EQ(seen, static_cast<uint32_t>(kAllRunFields));
   EXPECT_EQ(seen & kFieldDeleted, 0u);
+}
+
+// A batch of many short series (as optimize and reads meet before optimize:
+// 100,000 runs of 3 points a series) must cost memory for its points only.
+// Each series used to reserve room for the rest of the batch, which at
+// 1,000,000 series held gigabytes of pages for 3,000,000 points.
+TEST(TablesTest, CollectPointsReservesOnlyTheRowsOfEachSeries) {
+  const arrow::Schema schema = {{"series_id", arrow::Type::kUInt64},
+                                {"step", arrow::Type::kInt64},
+                                {"epoch", arrow::Type::kInt64},
+                                {"timestamp", arrow::Type::kTimestampUs},
+                                {"value", arrow::Type::kFloat64},
+                                {"seq", arrow::Type::kUInt64},
+                                {lance::kRowAddress, arrow::Type::kUInt64}};
+  arrow::BatchBuilder builder(schema);
+  constexpr uint64_t kSeries = 3000, kPerSeries = 3;
+  uint64_t row = 0;
+  for (uint64_t series = 1; series <= kSeries; ++series) {
+    for (uint64_t step = 0; step < kPerSeries; ++step, ++row) {
+      builder.uint64(0).Append(series);
+      builder.int64(1).Append(static_cast<int64_t>(step));
+      builder.int64(2).AppendNull();
+      builder.timestamp(3).Append(static_cast<int64_t>(row));
+      builder.float64(4).Append(0.5);
+      builder.uint64(5).Append(row + 1);
+      builder.uint64(6).Append(row);
+    }
+  }
+  arrow::OwnedArray array;
+  builder.Finish(array.get());
+  auto owned = std::make_shared<arrow::OwnedSchema>();
+  arrow::ExportSchema(schema, owned->get());
+  arrow::Batch batch(owned, std::move(array));
+
+  PointsBySeries points;
+  CollectPoints(batch, &points);
+  ASSERT_EQ(points.size(), kSeries);
+  size_t capacity = 0;
+  for (const auto& [series, series_points] : points) {
+    ASSERT_EQ(series_points.size(), kPerSeries) << series;
+    EXPECT_EQ(series_points.back().seq, (series - 1) * kPerSeries + kPerSeries) << series;
+    capacity += series_points.capacity();
+  }
+  EXPECT_LE(capacity, 2 * kSeries * kPerSeries);
 }
 
 }  // namespace
