@@ -16,9 +16,9 @@
 //      brute force  Runs(), AllParams(), AllSeries() and GetSeriesStats()
 //                   of every series, then filter and sort in memory
 //                   (`slow_repeat` times: median), and its result must
-//                   equal the search's. Its memory grows with the
-//                   repository (6.2 GB at 100,000 runs), so larger runs
-//                   can go without it (`brute_force`), unchecked.
+//                   equal the search's. It holds the whole repository in
+//                   memory, so larger runs can go without it
+//                   (`brute_force`), unchecked.
 //
 // Nothing asserts on a timing; a result that differs is an error.
 
