@@ -209,7 +209,9 @@ struct Phase {
   uint64_t matched[3] = {0, 0, 0};
 };
 
-json PhaseJson(const Phase& p, const std::vector<Query>& queries) {
+// Without the brute force its time is null in the JSON and "skipped" in the
+// table, never a zero that reads as a figure.
+json PhaseJson(const Phase& p, const std::vector<Query>& queries, bool brute_force) {
   json out = json::array();
   for (size_t i = 0; i < queries.size(); ++i) {
     out.push_back({{"query", queries[i].name},
@@ -219,7 +221,7 @@ json PhaseJson(const Phase& p, const std::vector<Query>& queries) {
                    {"warm_p95_ms", Percentile(p.warm_ms[i], 0.95)},
                    {"new_process_open_ms", p.open_ms[i]},
                    {"new_process_total_ms", p.new_process_ms[i]},
-                   {"brute_force_ms", p.brute_ms[i]}});
+                   {"brute_force_ms", brute_force ? json(p.brute_ms[i]) : json(nullptr)}});
   }
   return out;
 }
@@ -263,7 +265,7 @@ bool Measure(const std::string& uri, const std::string& wal_dir, const SearchBen
     std::cerr << "  " << queries[q].name << ": matched " << phase->matched[q] << ", warm p50 "
               << Fixed(Percentile(phase->warm_ms[q], 0.5), 1) << " ms, new process "
               << Fixed(phase->new_process_ms[q], 1) << " ms, brute force "
-              << Fixed(phase->brute_ms[q], 1) << " ms\n";
+              << (args.brute_force ? Fixed(phase->brute_ms[q], 1) + " ms" : "skipped") << "\n";
   }
   return ok;
 }
@@ -319,11 +321,16 @@ int RunSearchBench(const SearchBenchArgs& args) {
     const Phase& p = pass ? after : before;
     for (size_t q = 0; q < queries.size(); ++q) {
       double p50 = Percentile(p.warm_ms[q], 0.5);
-      std::printf("%-14s %-9s %9llu %8.1f ms %8.1f ms %9.1f ms %9.1f ms %9.1fx\n",
+      std::string brute = "skipped", speed_up = "skipped";
+      if (args.brute_force) {
+        brute = Fixed(p.brute_ms[q], 1) + " ms";
+        speed_up = p50 > 0 ? Fixed(p.brute_ms[q] / p50, 1) + "x" : "-";
+      }
+      std::printf("%-14s %-9s %9llu %8.1f ms %8.1f ms %9.1f ms %12s %10s\n",
                   queries[q].name.c_str(), pass ? "after" : "before",
                   static_cast<unsigned long long>(p.matched[q]), p50,
-                  Percentile(p.warm_ms[q], 0.95), p.new_process_ms[q], p.brute_ms[q],
-                  p50 > 0 ? p.brute_ms[q] / p50 : 0);
+                  Percentile(p.warm_ms[q], 0.95), p.new_process_ms[q], brute.c_str(),
+                  speed_up.c_str());
     }
   }
   if (!args.json_path.empty()) {
@@ -335,8 +342,8 @@ int RunSearchBench(const SearchBenchArgs& args) {
                 {"brute_force", args.brute_force},
                 {"build_s", build_s},
                 {"optimize_s", optimize_s},
-                {"before_optimize", PhaseJson(before, queries)},
-                {"after_optimize", PhaseJson(after, queries)}};
+                {"before_optimize", PhaseJson(before, queries, args.brute_force)},
+                {"after_optimize", PhaseJson(after, queries, args.brute_force)}};
     std::ofstream(args.json_path) << out.dump(2) << "\n";
   }
   return ok ? 0 : 1;

@@ -184,6 +184,12 @@ void Guarded(Refresh&& refresh, Drop&& drop) {
   }
 }
 
+// Sorts *slots and drops repeats.
+void SortUnique(std::vector<uint32_t>* slots) {
+  std::sort(slots->begin(), slots->end());
+  slots->erase(std::unique(slots->begin(), slots->end()), slots->end());
+}
+
 void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
   bool restart = false;
   std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
@@ -197,12 +203,14 @@ void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
     std::vector<RunRow> rows;
     auto reader = table.Scan(scan);
     while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
-    std::unordered_set<uint32_t> touched;
+    std::vector<uint32_t> touched;
     for (auto& row : rows) {
       uint32_t slot = slots.Of(row.record.run_id);
-      touched.insert(slot);
+      if (slot >= part.rows.size()) part.rows.resize(slot + 1);
       part.rows[slot].push_back(std::move(row));
+      touched.push_back(slot);
     }
+    SortUnique(&touched);
     part.by_slot.resize(slots.size());
     for (uint32_t slot : touched) {
       std::vector<RunRow>& kept = part.rows[slot];
@@ -233,7 +241,7 @@ void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots
     scan.columns = {"seq", "run_id", "key", "value", "text", "flag"};
     scan.filter = KeyFilter(key);
     scan.fragment_ids = fragments;
-    std::unordered_set<uint32_t> touched;
+    std::vector<uint32_t> touched;
     auto reader = table.Scan(scan);
     while (auto batch = reader.Next()) {
       arrow::UInt64Column seq(*batch, "seq");
@@ -253,11 +261,13 @@ void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots
           leaf = nlohmann::json::parse(value.value(r), nullptr, false);
         }
         uint32_t slot = slots.Of(std::string(run_id.value(r)));
+        if (slot >= part.leaves.size()) part.leaves.resize(slot + 1);
         part.leaves[slot].push_back(
             Leaf{std::string(key_column.value(r)), std::move(leaf), seq.value(r)});
-        touched.insert(slot);
+        touched.push_back(slot);
       }
     }
+    SortUnique(&touched);
     part.values.resize(slots.size());
     for (uint32_t slot : touched) {
       const std::vector<Leaf>& leaves = part.leaves[slot];

@@ -67,7 +67,7 @@ class RunSlots {
 // and the live slots in ascending order.
 struct RunsPart {
   FragmentsRead fragments;
-  std::unordered_map<uint32_t, std::vector<RunRow>> rows;  // by slot
+  std::vector<std::vector<RunRow>> rows;  // by slot
   std::vector<std::optional<RunInfo>> by_slot;
   std::vector<uint32_t> live;
 };
@@ -77,7 +77,7 @@ struct RunsPart {
 // (missing past the end).
 struct ParamPart {
   FragmentsRead fragments;
-  std::unordered_map<uint32_t, std::vector<Leaf>> leaves;
+  std::vector<std::vector<Leaf>> leaves;  // by slot
   std::vector<query::Value> values;
 };
 

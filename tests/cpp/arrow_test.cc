@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "batch_util.h"
 #include "kv0/error.h"
 
 namespace kv0::arrow {
@@ -30,23 +31,6 @@ Error Catch(F f) {
 
 bool Contains(const char* text, std::string_view part) {
   return std::string_view(text).find(part) != std::string_view::npos;
-}
-
-OwnedArray Finish(BatchBuilder& builder) {
-  OwnedArray array;
-  builder.Finish(array.get());
-  return array;
-}
-
-std::shared_ptr<const OwnedSchema> Export(const Schema& schema) {
-  auto owned = std::make_shared<OwnedSchema>();
-  ExportSchema(schema, owned->get());
-  return owned;
-}
-
-// Wraps a batch in a Batch directly, without a stream.
-Batch Import(const Schema& schema, OwnedArray array) {
-  return Batch(Export(schema), std::move(array));
 }
 
 // Sends arrays through MakeStream and StreamReader; the batches outlive both.

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "batch_util.h"
 #include "lance/dataset.h"
 #include "test_util.h"
 #include "tracking/schema.h"
@@ -108,11 +109,7 @@ TEST(TablesTest, CollectPointsReservesOnlyTheRowsOfEachSeries) {
       builder.uint64(6).Append(row);
     }
   }
-  arrow::OwnedArray array;
-  builder.Finish(array.get());
-  auto owned = std::make_shared<arrow::OwnedSchema>();
-  arrow::ExportSchema(schema, owned->get());
-  arrow::Batch batch(owned, std::move(array));
+  arrow::Batch batch = arrow::Import(schema, arrow::Finish(builder));
 
   PointsBySeries points;
   CollectPoints(batch, &points);
