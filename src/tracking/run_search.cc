@@ -281,7 +281,7 @@ void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots
   part.fragments.Done();
 }
 
-// Brings the part up to the current version of metrics for the series of
+// Brings the parts up to the current version of metrics for the series of
 // every run in slots.
 //
 // Statistics rows of a series are committed after its run's row (a flush
@@ -292,36 +292,57 @@ void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots
 // repository's own handle would not do: a flush racing the search moves it
 // on, to fragments holding statistics of runs this search has not seen,
 // which would then count as read.)
-void RefreshMetric(lance::Dataset& metrics, const Term& term, const RunSlots& slots,
-                   MetricPart& part) {
-  bool restart = false;
-  std::vector<uint64_t> fragments = part.fragments.ToRead(metrics, &restart);
-  if (restart) {
-    part.deltas.clear();
-    part.clean.clear();
-    part.dirty.clear();
-  }
-  for (uint32_t slot = static_cast<uint32_t>(part.series.size()); slot < slots.size(); ++slot) {
-    uint64_t id = SeriesId(slots.id(slot), term.key, term.context);
-    part.series.push_back(id);
-    part.slot_of.emplace(id, slot);
-  }
-  part.clean.resize(slots.size());
-  if (!fragments.empty() && !part.series.empty()) {
-    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, part.series, fragments)) {
-      uint32_t slot = part.slot_of.at(id);
-      StatsDelta& merged = part.deltas[id];
-      merged.Merge(delta);
-      part.clean[slot].reset();
-      part.dirty.erase(id);
-      if (merged.dirty()) {
-        part.dirty.insert(id);
-      } else if (!merged.empty()) {
-        part.clean[slot] = merged.Finish();
-      }
+//
+// The statistics rows of all series share the fragments, and beyond
+// kMaxFilterIds series a read takes every statistics row of a fragment and
+// picks in memory. So parts with the same fragments to read (every part of
+// a new handle, or parts that have kept up alike) share one read: a query
+// naming two metrics costs a new process one pass over the statistics, not
+// two.
+void RefreshMetrics(lance::Dataset& metrics, const std::vector<MetricPart*>& parts,
+                    const RunSlots& slots) {
+  std::map<std::vector<uint64_t>, std::vector<MetricPart*>> by_fragments;
+  for (MetricPart* part : parts) {
+    bool restart = false;
+    std::vector<uint64_t> fragments = part->fragments.ToRead(metrics, &restart);
+    if (restart) {
+      part->deltas.clear();
+      part->clean.clear();
+      part->dirty.clear();
+    }
+    for (uint32_t slot = static_cast<uint32_t>(part->series.size()); slot < slots.size(); ++slot) {
+      uint64_t id = SeriesId(slots.id(slot), part->name, part->context);
+      part->series.push_back(id);
+      part->slot_of.emplace(id, slot);
+    }
+    part->clean.resize(slots.size());
+    if (fragments.empty() || part->series.empty()) {
+      part->fragments.Done();
+    } else {
+      by_fragments[std::move(fragments)].push_back(part);
     }
   }
-  part.fragments.Done();
+  for (auto& [fragments, group] : by_fragments) {
+    std::vector<uint64_t> ids;
+    for (MetricPart* part : group) ids.insert(ids.end(), part->series.begin(), part->series.end());
+    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, ids, fragments)) {
+      for (MetricPart* part : group) {
+        auto found = part->slot_of.find(id);
+        if (found == part->slot_of.end()) continue;
+        StatsDelta& merged = part->deltas[id];
+        merged.Merge(delta);
+        part->clean[found->second].reset();
+        part->dirty.erase(id);
+        if (merged.dirty()) {
+          part->dirty.insert(id);
+        } else if (!merged.empty()) {
+          part->clean[found->second] = merged.Finish();
+        }
+        break;
+      }
+    }
+    for (MetricPart* part : group) part->fragments.Done();
+  }
 }
 
 }  // namespace
@@ -332,14 +353,14 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   Flush();
   if (!search_cache_) search_cache_ = std::make_unique<SearchCache>();
   SearchCache& cache = *search_cache_;
-  // params and metrics first, then runs: see RefreshMetric.
+  // params and metrics first, then runs: see RefreshMetrics.
   bool any_param = false, any_metric = false;
   for (const Term& term : q.terms) {
     any_param |= term.kind == Term::Kind::kParam;
     any_metric |= term.kind == Term::Kind::kMetric;
   }
   // Handles of their own, held at these versions while the runs are read
-  // at a later one (see RefreshMetric).
+  // at a later one (see RefreshMetrics).
   std::optional<lance::Dataset> params_at, metrics_at;
   if (any_param) params_at = Latest(kParams).Clone();
   if (any_metric) metrics_at = Latest(kMetrics).Clone();
@@ -354,6 +375,35 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   std::vector<bool> used(q.terms.size(), false);
   CollectTerms(q.filter, &used);
   for (const auto& o : q.order) used[o.term] = true;
+  auto metric_part = [&](const Term& term) -> std::pair<std::string, MetricPart*> {
+    std::string name = term.key + '\0' + term.context.dump();
+    cache.Touch('m', name);
+    auto [it, added] = cache.metrics.try_emplace(name);
+    if (added) {
+      it->second.name = term.key;
+      it->second.context = term.context;
+    }
+    return {name, &it->second};
+  };
+  // Every metric part first, together (see RefreshMetrics); the terms below
+  // then find them up to date.
+  if (any_metric) {
+    std::set<std::string> named;
+    for (size_t t = 0; t < q.terms.size(); ++t) {
+      if (used[t] && q.terms[t].kind == Term::Kind::kMetric) {
+        named.insert(metric_part(q.terms[t]).first);
+      }
+    }
+    std::vector<MetricPart*> parts;
+    for (const std::string& name : named) {
+      auto it = cache.metrics.find(name);  // past kMaxParts, a later Touch drops some
+      if (it != cache.metrics.end()) parts.push_back(&it->second);
+    }
+    Guarded([&] { RefreshMetrics(*metrics_at, parts, cache.slots); },
+            [&] {
+              for (const std::string& name : named) cache.metrics.erase(name);
+            });
+  }
   std::vector<std::vector<Value>> values(q.terms.size());
   for (size_t t = 0; t < q.terms.size(); ++t) {
     if (!used[t]) continue;
@@ -371,10 +421,9 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
         if (live[i] < part.values.size()) column[i] = part.values[live[i]];
       }
     } else {
-      std::string name = term.key + '\0' + term.context.dump();
-      cache.Touch('m', name);
-      MetricPart& part = cache.metrics[name];
-      Guarded([&] { RefreshMetric(*metrics_at, term, cache.slots, part); },
+      auto [name, found] = metric_part(term);
+      MetricPart& part = *found;
+      Guarded([&] { RefreshMetrics(*metrics_at, {&part}, cache.slots); },
               [&] { cache.metrics.erase(name); });
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {

@@ -85,6 +85,8 @@ struct ParamPart {
 // slot; their merged statistics deltas; the statistics of the clean ones by
 // slot (dirty ones are computed from their points by each search).
 struct MetricPart {
+  std::string name;
+  nlohmann::json context = nlohmann::json::object();
   FragmentsRead fragments;
   std::vector<uint64_t> series;                    // by slot
   std::unordered_map<uint64_t, uint32_t> slot_of;  // by series id
