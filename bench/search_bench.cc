@@ -326,11 +326,10 @@ int RunSearchBench(const SearchBenchArgs& args) {
         brute = Fixed(p.brute_ms[q], 1) + " ms";
         speed_up = p50 > 0 ? Fixed(p.brute_ms[q] / p50, 1) + "x" : "-";
       }
-      std::printf("%-14s %-9s %9llu %8.1f ms %8.1f ms %9.1f ms %12s %10s\n",
-                  queries[q].name.c_str(), pass ? "after" : "before",
-                  static_cast<unsigned long long>(p.matched[q]), p50,
-                  Percentile(p.warm_ms[q], 0.95), p.new_process_ms[q], brute.c_str(),
-                  speed_up.c_str());
+      std::printf(
+          "%-14s %-9s %9llu %8.1f ms %8.1f ms %9.1f ms %12s %10s\n", queries[q].name.c_str(),
+          pass ? "after" : "before", static_cast<unsigned long long>(p.matched[q]), p50,
+          Percentile(p.warm_ms[q], 0.95), p.new_process_ms[q], brute.c_str(), speed_up.c_str());
     }
   }
   if (!args.json_path.empty()) {

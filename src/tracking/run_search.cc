@@ -229,19 +229,40 @@ void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
   part.fragments.Done();
 }
 
-void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots, ParamPart& part) {
-  bool restart = false;
-  std::vector<uint64_t> fragments = part.fragments.ToRead(table, &restart);
-  if (restart) {
-    part.leaves.clear();
-    part.values.clear();
+// True if a row of params.lance at leaf_key can decide the value at key: in
+// memory, what KeyFilter says to the scan.
+bool Decides(std::string_view key, std::string_view leaf_key) {
+  if (leaf_key == key) return true;
+  const std::string_view& shorter = leaf_key.size() < key.size() ? leaf_key : key;
+  const std::string_view& longer = leaf_key.size() < key.size() ? key : leaf_key;
+  return longer.starts_with(shorter) && longer[shorter.size()] == '.';
+}
+
+// Brings the parts up to the current version of `table`. Parts with the same
+// fragments to read share one scan, filtered for all their keys at once.
+void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, RunSlots& slots) {
+  std::map<std::vector<uint64_t>, std::vector<ParamPart*>> by_fragments;
+  for (ParamPart* part : parts) {
+    bool restart = false;
+    std::vector<uint64_t> fragments = part->fragments.ToRead(table, &restart);
+    if (restart) {
+      part->leaves.clear();
+      part->values.clear();
+    }
+    if (fragments.empty()) {
+      part->fragments.Done();
+    } else {
+      by_fragments[std::move(fragments)].push_back(part);
+    }
   }
-  if (!fragments.empty()) {
+  for (auto& [fragments, group] : by_fragments) {
     lance::ScanOptions scan;
     scan.columns = {"seq", "run_id", "key", "value", "text", "flag"};
-    scan.filter = KeyFilter(key);
+    for (ParamPart* part : group) {
+      scan.filter += (scan.filter.empty() ? "(" : " OR (") + KeyFilter(part->key) + ")";
+    }
     scan.fragment_ids = fragments;
-    std::vector<uint32_t> touched;
+    std::vector<std::vector<uint32_t>> touched(group.size());
     auto reader = table.Scan(scan);
     while (auto batch = reader.Next()) {
       arrow::UInt64Column seq(*batch, "seq");
@@ -261,24 +282,30 @@ void RefreshParam(lance::Dataset& table, const std::string& key, RunSlots& slots
           leaf = nlohmann::json::parse(value.value(r), nullptr, false);
         }
         uint32_t slot = slots.Of(std::string(run_id.value(r)));
-        if (slot >= part.leaves.size()) part.leaves.resize(slot + 1);
-        part.leaves[slot].push_back(
-            Leaf{std::string(key_column.value(r)), std::move(leaf), seq.value(r)});
-        touched.push_back(slot);
+        for (size_t i = 0; i < group.size(); ++i) {
+          ParamPart& part = *group[i];
+          if (!Decides(part.key, key_column.value(r))) continue;
+          if (slot >= part.leaves.size()) part.leaves.resize(slot + 1);
+          part.leaves[slot].push_back(Leaf{std::string(key_column.value(r)), leaf, seq.value(r)});
+          touched[i].push_back(slot);
+        }
       }
     }
-    SortUnique(&touched);
-    part.values.resize(slots.size());
-    for (uint32_t slot : touched) {
-      const std::vector<Leaf>& leaves = part.leaves[slot];
-      if (leaves.size() == 1 && leaves[0].key == key) {
-        part.values[slot] = Value::FromJson(leaves[0].value);
-      } else {
-        part.values[slot] = Value::FromJson(ParamAt(Unflatten(leaves), key));
+    for (size_t i = 0; i < group.size(); ++i) {
+      ParamPart& part = *group[i];
+      SortUnique(&touched[i]);
+      part.values.resize(slots.size());
+      for (uint32_t slot : touched[i]) {
+        const std::vector<Leaf>& leaves = part.leaves[slot];
+        if (leaves.size() == 1 && leaves[0].key == part.key) {
+          part.values[slot] = Value::FromJson(leaves[0].value);
+        } else {
+          part.values[slot] = Value::FromJson(ParamAt(Unflatten(leaves), part.key));
+        }
       }
+      part.fragments.Done();
     }
   }
-  part.fragments.Done();
 }
 
 // Brings the parts up to the current version of metrics for the series of
@@ -375,6 +402,12 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   std::vector<bool> used(q.terms.size(), false);
   CollectTerms(q.filter, &used);
   for (const auto& o : q.order) used[o.term] = true;
+  auto param_part = [&](const Term& term) -> ParamPart* {
+    cache.Touch('p', term.key);
+    auto [it, added] = cache.params.try_emplace(term.key);
+    if (added) it->second.key = term.key;
+    return &it->second;
+  };
   auto metric_part = [&](const Term& term) -> std::pair<std::string, MetricPart*> {
     std::string name = term.key + '\0' + term.context.dump();
     cache.Touch('m', name);
@@ -385,26 +418,39 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     }
     return {name, &it->second};
   };
-  // Every metric part first, together (see RefreshMetrics); the terms below
-  // then find them up to date.
-  if (any_metric) {
-    std::set<std::string> named;
-    for (size_t t = 0; t < q.terms.size(); ++t) {
-      if (used[t] && q.terms[t].kind == Term::Kind::kMetric) {
-        named.insert(metric_part(q.terms[t]).first);
-      }
+  // Every parameter and metric part first, each kind together (see
+  // RefreshParams and RefreshMetrics); the terms below then find them up to
+  // date. Past kMaxParts a later Touch drops an earlier part: those are
+  // looked up again, and a dropped one is read by its term below.
+  std::set<std::string> param_keys, metric_names;
+  for (size_t t = 0; t < q.terms.size(); ++t) {
+    if (!used[t]) continue;
+    if (q.terms[t].kind == Term::Kind::kParam) param_keys.insert(param_part(q.terms[t])->key);
+    if (q.terms[t].kind == Term::Kind::kMetric) metric_names.insert(metric_part(q.terms[t]).first);
+  }
+  std::vector<ParamPart*> params;
+  for (const std::string& key : param_keys) {
+    if (auto it = cache.params.find(key); it != cache.params.end()) params.push_back(&it->second);
+  }
+  std::vector<MetricPart*> metrics;
+  for (const std::string& name : metric_names) {
+    if (auto it = cache.metrics.find(name); it != cache.metrics.end()) {
+      metrics.push_back(&it->second);
     }
-    std::vector<MetricPart*> parts;
-    for (const std::string& name : named) {
-      auto it = cache.metrics.find(name);  // past kMaxParts, a later Touch drops some
-      if (it != cache.metrics.end()) parts.push_back(&it->second);
-    }
-    Guarded([&] { RefreshMetrics(*metrics_at, parts, cache.slots); },
+  }
+  if (!params.empty()) {
+    Guarded([&] { RefreshParams(*params_at, params, cache.slots); },
             [&] {
-              for (const std::string& name : named) cache.metrics.erase(name);
+              for (const std::string& key : param_keys) cache.params.erase(key);
             });
   }
-  std::vector<std::vector<Value>> values(q.terms.size());
+  if (!metrics.empty()) {
+    Guarded([&] { RefreshMetrics(*metrics_at, metrics, cache.slots); },
+            [&] {
+              for (const std::string& name : metric_names) cache.metrics.erase(name);
+            });
+  }
+
   for (size_t t = 0; t < q.terms.size(); ++t) {
     if (!used[t]) continue;
     const Term& term = q.terms[t];
@@ -413,9 +459,8 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     if (term.kind == Term::Kind::kAttribute) {
       for (size_t i = 0; i < runs.size(); ++i) column[i] = AttributeValue(*runs[i], term.attribute);
     } else if (term.kind == Term::Kind::kParam) {
-      cache.Touch('p', term.key);
-      ParamPart& part = cache.params[term.key];
-      Guarded([&] { RefreshParam(*params_at, term.key, cache.slots, part); },
+      ParamPart& part = *param_part(term);
+      Guarded([&] { RefreshParams(*params_at, {&part}, cache.slots); },
               [&] { cache.params.erase(term.key); });
       for (size_t i = 0; i < runs.size(); ++i) {
         if (live[i] < part.values.size()) column[i] = part.values[live[i]];

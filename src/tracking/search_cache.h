@@ -76,6 +76,7 @@ struct RunsPart {
 // the keys on its path, those below it), and each run's value, by slot
 // (missing past the end).
 struct ParamPart {
+  std::string key;
   FragmentsRead fragments;
   std::vector<std::vector<Leaf>> leaves;  // by slot
   std::vector<query::Value> values;
