@@ -229,6 +229,26 @@ void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
   part.fragments.Done();
 }
 
+// The parts, by the fragments of `table` each has still to read: parts with
+// the same ones share a read. `reset` empties a part that must read the
+// table again; a part with nothing to read is done.
+template <typename Part, typename Reset>
+std::map<std::vector<uint64_t>, std::vector<Part*>> ByFragmentsToRead(
+    lance::Dataset& table, const std::vector<Part*>& parts, Reset reset) {
+  std::map<std::vector<uint64_t>, std::vector<Part*>> out;
+  for (Part* part : parts) {
+    bool restart = false;
+    std::vector<uint64_t> fragments = part->fragments.ToRead(table, &restart);
+    if (restart) reset(*part);
+    if (fragments.empty()) {
+      part->fragments.Done();
+    } else {
+      out[std::move(fragments)].push_back(part);
+    }
+  }
+  return out;
+}
+
 // True if a row of params.lance at leaf_key can decide the value at key: in
 // memory, what KeyFilter says to the scan.
 bool Decides(std::string_view key, std::string_view leaf_key) {
@@ -241,20 +261,10 @@ bool Decides(std::string_view key, std::string_view leaf_key) {
 // Brings the parts up to the current version of `table`. Parts with the same
 // fragments to read share one scan, filtered for all their keys at once.
 void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, RunSlots& slots) {
-  std::map<std::vector<uint64_t>, std::vector<ParamPart*>> by_fragments;
-  for (ParamPart* part : parts) {
-    bool restart = false;
-    std::vector<uint64_t> fragments = part->fragments.ToRead(table, &restart);
-    if (restart) {
-      part->leaves.clear();
-      part->values.clear();
-    }
-    if (fragments.empty()) {
-      part->fragments.Done();
-    } else {
-      by_fragments[std::move(fragments)].push_back(part);
-    }
-  }
+  auto by_fragments = ByFragmentsToRead(table, parts, [](ParamPart& part) {
+    part.leaves.clear();
+    part.values.clear();
+  });
   for (auto& [fragments, group] : by_fragments) {
     lance::ScanOptions scan;
     scan.columns = {"seq", "run_id", "key", "value", "text", "flag"};
@@ -328,26 +338,18 @@ void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, 
 // two.
 void RefreshMetrics(lance::Dataset& metrics, const std::vector<MetricPart*>& parts,
                     const RunSlots& slots) {
-  std::map<std::vector<uint64_t>, std::vector<MetricPart*>> by_fragments;
+  auto by_fragments = ByFragmentsToRead(metrics, parts, [](MetricPart& part) {
+    part.deltas.clear();
+    part.clean.clear();
+    part.dirty.clear();
+  });
   for (MetricPart* part : parts) {
-    bool restart = false;
-    std::vector<uint64_t> fragments = part->fragments.ToRead(metrics, &restart);
-    if (restart) {
-      part->deltas.clear();
-      part->clean.clear();
-      part->dirty.clear();
-    }
     for (uint32_t slot = static_cast<uint32_t>(part->series.size()); slot < slots.size(); ++slot) {
       uint64_t id = SeriesId(slots.id(slot), part->name, part->context);
       part->series.push_back(id);
       part->slot_of.emplace(id, slot);
     }
     part->clean.resize(slots.size());
-    if (fragments.empty() || part->series.empty()) {
-      part->fragments.Done();
-    } else {
-      by_fragments[std::move(fragments)].push_back(part);
-    }
   }
   for (auto& [fragments, group] : by_fragments) {
     std::vector<uint64_t> ids;
