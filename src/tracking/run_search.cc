@@ -430,29 +430,31 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     if (q.terms[t].kind == Term::Kind::kParam) param_keys.insert(param_part(q.terms[t])->key);
     if (q.terms[t].kind == Term::Kind::kMetric) metric_names.insert(metric_part(q.terms[t]).first);
   }
-  std::vector<ParamPart*> params;
+  std::vector<ParamPart*> param_parts;
   for (const std::string& key : param_keys) {
-    if (auto it = cache.params.find(key); it != cache.params.end()) params.push_back(&it->second);
+    if (auto it = cache.params.find(key); it != cache.params.end())
+      param_parts.push_back(&it->second);
   }
-  std::vector<MetricPart*> metrics;
+  std::vector<MetricPart*> metric_parts;
   for (const std::string& name : metric_names) {
     if (auto it = cache.metrics.find(name); it != cache.metrics.end()) {
-      metrics.push_back(&it->second);
+      metric_parts.push_back(&it->second);
     }
   }
-  if (!params.empty()) {
-    Guarded([&] { RefreshParams(*params_at, params, cache.slots); },
+  if (!param_parts.empty()) {
+    Guarded([&] { RefreshParams(*params_at, param_parts, cache.slots); },
             [&] {
               for (const std::string& key : param_keys) cache.params.erase(key);
             });
   }
-  if (!metrics.empty()) {
-    Guarded([&] { RefreshMetrics(*metrics_at, metrics, cache.slots); },
+  if (!metric_parts.empty()) {
+    Guarded([&] { RefreshMetrics(*metrics_at, metric_parts, cache.slots); },
             [&] {
               for (const std::string& name : metric_names) cache.metrics.erase(name);
             });
   }
 
+  std::vector<std::vector<Value>> values(q.terms.size());
   for (size_t t = 0; t < q.terms.size(); ++t) {
     if (!used[t]) continue;
     const Term& term = q.terms[t];
