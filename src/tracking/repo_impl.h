@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
 #include "pipeline/write_pipeline.h"
@@ -184,6 +185,14 @@ struct RepoImpl : public BackgroundClient,
   static std::map<uint64_t, StatsDelta> ReadDeltasIn(
       lance::Dataset& metrics, std::span<const uint64_t> ids,
       const std::optional<std::vector<uint64_t>>& fragments);
+  // The statistics rows that ReadDeltasIn merges, unmerged and undecoded:
+  // visit(series id, encoded delta) for each row of those fragments that
+  // may be one of ids (rows of other series too when ids are many; the
+  // caller picks), so that a caller keeping deltas in its own layout does
+  // not go through a map.
+  static void ForEachDeltaIn(lance::Dataset& metrics, std::span<const uint64_t> ids,
+                             const std::optional<std::vector<uint64_t>>& fragments,
+                             absl::FunctionRef<void(uint64_t, std::string_view)> visit);
   void ReadStream(std::span<const uint64_t> ids, StepRange steps, std::optional<TimeRange> times,
                   ArrowArrayStream* out);
   std::map<uint64_t, MetricData> ReadMany(std::span<const uint64_t> ids, StepRange steps,

@@ -213,25 +213,36 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltasIn(
     lance::Dataset& metrics, std::span<const uint64_t> ids,
     const std::optional<std::vector<uint64_t>>& fragments) {
   std::vector<uint64_t> wanted = Unique(ids);
-  std::map<uint64_t, StatsDelta> out;
-  if (wanted.empty() || (fragments && fragments->empty())) return out;
   std::unordered_set<uint64_t> set(wanted.begin(), wanted.end());
+  std::map<uint64_t, StatsDelta> out;
+  if (wanted.empty()) return out;
+  ForEachDeltaIn(metrics, wanted, fragments, [&](uint64_t id, std::string_view encoded) {
+    if (set.count(id)) out[id].Merge(StatsDelta::Decode(encoded));
+  });
+  return out;
+}
+
+void RepoImpl::ForEachDeltaIn(lance::Dataset& metrics, std::span<const uint64_t> ids,
+                              const std::optional<std::vector<uint64_t>>& fragments,
+                              absl::FunctionRef<void(uint64_t, std::string_view)> visit) {
+  if (ids.empty() || (fragments && fragments->empty())) return;
   lance::ScanOptions scan;
   scan.columns = {"step", "stats"};
   scan.fragment_ids = fragments;
   scan.filter = "series_id = 0 AND epoch IS NULL";
-  if (wanted.size() <= kMaxFilterIds) scan.filter += " AND " + ReservedStepIn(wanted);
+  if (ids.size() <= kMaxFilterIds) {
+    std::vector<uint64_t> wanted = Unique(ids);
+    if (wanted.empty()) return;
+    scan.filter += " AND " + ReservedStepIn(wanted);
+  }
   auto reader = metrics.Scan(scan);
   while (auto batch = reader.Next()) {
     arrow::Int64Column step(*batch, "step");
     arrow::BinaryColumn stats(*batch, "stats");
     for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      uint64_t id = static_cast<uint64_t>(step.value(i));
-      if (!set.count(id) || stats.is_null(i)) continue;
-      out[id].Merge(StatsDelta::Decode(stats.value(i)));
+      if (!stats.is_null(i)) visit(static_cast<uint64_t>(step.value(i)), stats.value(i));
     }
   }
-  return out;
 }
 
 std::map<uint64_t, SeriesStats> RepoImpl::GetSeriesStats(std::span<const uint64_t> ids) {

@@ -201,14 +201,17 @@ void RefreshRuns(lance::Dataset& table, RunSlots& slots, RunsPart& part) {
     lance::ScanOptions scan;
     scan.fragment_ids = fragments;
     std::vector<RunRow> rows;
-    auto reader = table.Scan(scan);
-    while (auto batch = reader.Next()) DecodeRunRows(*batch, &rows);
     std::vector<uint32_t> touched;
-    for (auto& row : rows) {
-      uint32_t slot = slots.Of(row.record.run_id);
-      if (slot >= part.rows.size()) part.rows.resize(slot + 1);
-      part.rows[slot].push_back(std::move(row));
-      touched.push_back(slot);
+    auto reader = table.Scan(scan);
+    while (auto batch = reader.Next()) {
+      rows.clear();
+      DecodeRunRows(*batch, &rows);
+      for (auto& row : rows) {
+        uint32_t slot = slots.Of(row.record.run_id);
+        if (slot >= part.rows.size()) part.rows.resize(slot + 1);
+        part.rows[slot].push_back(std::move(row));
+        touched.push_back(slot);
+      }
     }
     SortUnique(&touched);
     part.by_slot.resize(slots.size());
@@ -291,7 +294,7 @@ void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, 
         } else {
           leaf = nlohmann::json::parse(value.value(r), nullptr, false);
         }
-        uint32_t slot = slots.Of(std::string(run_id.value(r)));
+        uint32_t slot = slots.Of(run_id.value(r));
         for (size_t i = 0; i < group.size(); ++i) {
           ParamPart& part = *group[i];
           if (!Decides(part.key, key_column.value(r))) continue;
@@ -354,20 +357,26 @@ void RefreshMetrics(lance::Dataset& metrics, const std::vector<MetricPart*>& par
   for (auto& [fragments, group] : by_fragments) {
     std::vector<uint64_t> ids;
     for (MetricPart* part : group) ids.insert(ids.end(), part->series.begin(), part->series.end());
-    for (auto& [id, delta] : RepoImpl::ReadDeltasIn(metrics, ids, fragments)) {
+    for (MetricPart* part : group) part->deltas.resize(part->series.size());
+    std::vector<std::pair<MetricPart*, uint32_t>> changed;
+    RepoImpl::ForEachDeltaIn(metrics, ids, fragments, [&](uint64_t id, std::string_view encoded) {
       for (MetricPart* part : group) {
         auto found = part->slot_of.find(id);
         if (found == part->slot_of.end()) continue;
-        StatsDelta& merged = part->deltas[id];
-        merged.Merge(delta);
-        part->clean[found->second].reset();
-        part->dirty.erase(id);
-        if (merged.dirty()) {
-          part->dirty.insert(id);
-        } else if (!merged.empty()) {
-          part->clean[found->second] = merged.Finish();
-        }
+        part->deltas[found->second].Merge(StatsDelta::Decode(encoded));
+        changed.emplace_back(part, found->second);
         break;
+      }
+    });
+    for (auto [part, slot] : changed) {
+      const StatsDelta& merged = part->deltas[slot];
+      uint64_t id = part->series[slot];
+      part->clean[slot].reset();
+      part->dirty.erase(id);
+      if (merged.dirty()) {
+        part->dirty.insert(id);
+      } else if (!merged.empty()) {
+        part->clean[slot] = merged.Finish();
       }
     }
     for (MetricPart* part : group) part->fragments.Done();
@@ -477,7 +486,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {
         std::map<uint64_t, StatsDelta> dirty;
-        for (uint64_t id : part.dirty) dirty.emplace(id, part.deltas[id]);
+        for (uint64_t id : part.dirty) dirty.emplace(id, part.deltas[part.slot_of.at(id)]);
         from_points = FinishStats(dirty);
       }
       for (size_t i = 0; i < runs.size(); ++i) {

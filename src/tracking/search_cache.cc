@@ -33,10 +33,16 @@ void FragmentsRead::Done() {
   pending_.clear();
 }
 
-uint32_t RunSlots::Of(const std::string& run_id) {
-  auto [it, fresh] = slot_of_.try_emplace(run_id, static_cast<uint32_t>(ids_.size()));
-  if (fresh) ids_.push_back(run_id);
-  return it->second;
+uint32_t RunSlots::Of(std::string_view run_id) {
+  // Debian's abseil has a string_view of its own; the lookup makes no string.
+  if (auto it = slot_of_.find(absl::string_view(run_id.data(), run_id.size()));
+      it != slot_of_.end()) {
+    return it->second;
+  }
+  auto slot = static_cast<uint32_t>(ids_.size());
+  slot_of_.emplace(run_id, slot);
+  ids_.emplace_back(run_id);
+  return slot;
 }
 
 void SearchCache::Touch(char kind, const std::string& key) {

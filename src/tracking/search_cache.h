@@ -22,6 +22,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
 #include "tracking/params.h"
@@ -53,12 +54,12 @@ class FragmentsRead {
 class RunSlots {
  public:
   // The slot of run_id, new if it has none yet.
-  uint32_t Of(const std::string& run_id);
+  uint32_t Of(std::string_view run_id);
   const std::string& id(uint32_t slot) const { return ids_[slot]; }
   uint32_t size() const { return static_cast<uint32_t>(ids_.size()); }
 
  private:
-  std::unordered_map<std::string, uint32_t> slot_of_;
+  absl::flat_hash_map<std::string, uint32_t> slot_of_;
   std::vector<std::string> ids_;
 };
 
@@ -89,10 +90,10 @@ struct MetricPart {
   std::string name;
   nlohmann::json context = nlohmann::json::object();
   FragmentsRead fragments;
-  std::vector<uint64_t> series;                    // by slot
-  std::unordered_map<uint64_t, uint32_t> slot_of;  // by series id
-  std::unordered_map<uint64_t, StatsDelta> deltas;
-  std::vector<std::optional<SeriesStats>> clean;  // by slot
+  std::vector<uint64_t> series;                     // by slot
+  absl::flat_hash_map<uint64_t, uint32_t> slot_of;  // by series id
+  std::vector<StatsDelta> deltas;                   // by slot
+  std::vector<std::optional<SeriesStats>> clean;    // by slot
   std::unordered_set<uint64_t> dirty;
 };
 
