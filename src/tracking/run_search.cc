@@ -172,6 +172,9 @@ void LeafKeys(const nlohmann::json& object, const std::string& prefix,
   }
 }
 
+// A metric part's key in SearchCache::metrics: name, '\0', context JSON.
+std::string MetricKey(const Term& term) { return term.key + '\0' + term.context.dump(); }
+
 // Runs `refresh`; if it throws, `drop` forgets the part it was updating, so
 // that no half-read part is used again.
 template <typename Refresh, typename Drop>
@@ -420,7 +423,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     return &it->second;
   };
   auto metric_part = [&](const Term& term) -> std::pair<std::string, MetricPart*> {
-    std::string name = term.key + '\0' + term.context.dump();
+    std::string name = MetricKey(term);
     cache.Touch('m', name);
     auto [it, added] = cache.metrics.try_emplace(name);
     if (added) {
@@ -472,17 +475,28 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     if (term.kind == Term::Kind::kAttribute) {
       for (size_t i = 0; i < runs.size(); ++i) column[i] = AttributeValue(*runs[i], term.attribute);
     } else if (term.kind == Term::Kind::kParam) {
-      ParamPart& part = *param_part(term);
-      Guarded([&] { RefreshParams(*params_at, {&part}, cache.slots); },
-              [&] { cache.params.erase(term.key); });
+      // Read above, unless a later Touch dropped it (past kMaxParts).
+      auto it = cache.params.find(term.key);
+      if (it == cache.params.end()) {
+        ParamPart* again = param_part(term);
+        Guarded([&] { RefreshParams(*params_at, {again}, cache.slots); },
+                [&] { cache.params.erase(term.key); });
+        it = cache.params.find(term.key);
+      }
+      const ParamPart& part = it->second;
       for (size_t i = 0; i < runs.size(); ++i) {
         if (live[i] < part.values.size()) column[i] = part.values[live[i]];
       }
     } else {
-      auto [name, found] = metric_part(term);
-      MetricPart& part = *found;
-      Guarded([&] { RefreshMetrics(*metrics_at, {&part}, cache.slots); },
-              [&] { cache.metrics.erase(name); });
+      std::string name = MetricKey(term);
+      auto it = cache.metrics.find(name);
+      if (it == cache.metrics.end()) {  // as for parameters
+        MetricPart* again = metric_part(term).second;
+        Guarded([&] { RefreshMetrics(*metrics_at, {again}, cache.slots); },
+                [&] { cache.metrics.erase(name); });
+        it = cache.metrics.find(name);
+      }
+      MetricPart& part = it->second;
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {
         std::map<uint64_t, StatsDelta> dirty;

@@ -23,6 +23,7 @@
 #include "kv0/error.h"
 #include "kv0/tracking.h"
 #include "test_util.h"
+#include "tracking/search_cache.h"
 
 namespace kv0::tracking {
 namespace {
@@ -606,6 +607,32 @@ TEST_F(RunSearchTest, ColumnsHoldThePageRunsValues) {
   array.release(&array);
   schema.release(&schema);
   stream.release(&stream);
+}
+
+// A query naming more parameters and metrics than the cache keeps
+// (SearchCache::kMaxParts): the parts read first are dropped while the
+// later ones are read, and are read again for their terms; every term still
+// has its value, on a first search and on a warm one.
+TEST_F(RunSearchTest, AQueryNamingMorePartsThanTheCacheKeepsSeesEveryValue) {
+  constexpr int kKeys = static_cast<int>(SearchCache::kMaxParts) + 8;
+  Repo repo = Open();
+  for (int i = 0; i < kKeys; ++i) {
+    tracking::Run run = repo.CreateRun({.name = "r" + std::to_string(i)});
+    run.SetParams({{"k" + std::to_string(i), 1}});
+    run.Track(1, "m" + std::to_string(i));
+  }
+  std::string params, metrics;
+  for (int i = 0; i < kKeys; ++i) {
+    params += (i ? " OR params.k" : "params.k") + std::to_string(i) + " = 1";
+    metrics += (i ? " OR metrics.m" : "metrics.m") + std::to_string(i) + " = 1";
+  }
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(repo.SearchRuns({.filter = params}).matched, static_cast<uint64_t>(kKeys)) << round;
+    EXPECT_EQ(repo.SearchRuns({.filter = metrics}).matched, static_cast<uint64_t>(kKeys)) << round;
+    EXPECT_EQ(repo.SearchRuns({.filter = "(" + params + ") AND (" + metrics + ")"}).matched,
+              static_cast<uint64_t>(kKeys))
+        << round;
+  }
 }
 
 TEST_F(RunSearchTest, BadQueriesFailWithTheirPositionAndReadNothing) {
