@@ -172,9 +172,6 @@ void LeafKeys(const nlohmann::json& object, const std::string& prefix,
   }
 }
 
-// A metric part's key in SearchCache::metrics: name, '\0', context JSON.
-std::string MetricKey(const Term& term) { return term.key + '\0' + term.context.dump(); }
-
 // Runs `refresh`; if it throws, `drop` forgets the part it was updating, so
 // that no half-read part is used again.
 template <typename Refresh, typename Drop>
@@ -373,11 +370,10 @@ void RefreshMetrics(lance::Dataset& metrics, const std::vector<MetricPart*>& par
     });
     for (auto [part, slot] : changed) {
       const StatsDelta& merged = part->deltas[slot];
-      uint64_t id = part->series[slot];
       part->clean[slot].reset();
-      part->dirty.erase(id);
+      part->dirty.erase(slot);
       if (merged.dirty()) {
-        part->dirty.insert(id);
+        part->dirty.insert(slot);
       } else if (!merged.empty()) {
         part->clean[slot] = merged.Finish();
       }
@@ -416,53 +412,38 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   std::vector<bool> used(q.terms.size(), false);
   CollectTerms(q.filter, &used);
   for (const auto& o : q.order) used[o.term] = true;
-  auto param_part = [&](const Term& term) -> ParamPart* {
-    cache.Touch('p', term.key);
-    auto [it, added] = cache.params.try_emplace(term.key);
-    if (added) it->second.key = term.key;
-    return &it->second;
-  };
-  auto metric_part = [&](const Term& term) -> std::pair<std::string, MetricPart*> {
-    std::string name = MetricKey(term);
-    cache.Touch('m', name);
-    auto [it, added] = cache.metrics.try_emplace(name);
-    if (added) {
-      it->second.name = term.key;
-      it->second.context = term.context;
-    }
-    return {name, &it->second};
-  };
-  // Every parameter and metric part first, each kind together (see
-  // RefreshParams and RefreshMetrics); the terms below then find them up to
-  // date. Past kMaxParts a later Touch drops an earlier part: those are
-  // looked up again, and a dropped one is read by its term below.
-  std::set<std::string> param_keys, metric_names;
-  for (size_t t = 0; t < q.terms.size(); ++t) {
-    if (!used[t]) continue;
-    if (q.terms[t].kind == Term::Kind::kParam) param_keys.insert(param_part(q.terms[t])->key);
-    if (q.terms[t].kind == Term::Kind::kMetric) metric_names.insert(metric_part(q.terms[t]).first);
-  }
+  // The parts of the parameters and metrics the query names, each kind
+  // read together (see RefreshParams and RefreshMetrics). The cache drops
+  // none of them before the search ends (SearchCache::Trim).
+  std::vector<ParamPart*> param_of(q.terms.size());
+  std::vector<MetricPart*> metric_of(q.terms.size());
   std::vector<ParamPart*> param_parts;
-  for (const std::string& key : param_keys) {
-    if (auto it = cache.params.find(key); it != cache.params.end())
-      param_parts.push_back(&it->second);
-  }
   std::vector<MetricPart*> metric_parts;
-  for (const std::string& name : metric_names) {
-    if (auto it = cache.metrics.find(name); it != cache.metrics.end()) {
-      metric_parts.push_back(&it->second);
+  for (size_t t = 0; t < q.terms.size(); ++t) {
+    const Term& term = q.terms[t];
+    if (!used[t]) continue;
+    if (term.kind == Term::Kind::kParam) {
+      param_of[t] = &cache.Param(term.key);
+      if (std::ranges::find(param_parts, param_of[t]) == param_parts.end()) {
+        param_parts.push_back(param_of[t]);
+      }
+    } else if (term.kind == Term::Kind::kMetric) {
+      metric_of[t] = &cache.Metric(term.key, term.context);
+      if (std::ranges::find(metric_parts, metric_of[t]) == metric_parts.end()) {
+        metric_parts.push_back(metric_of[t]);
+      }
     }
   }
   if (!param_parts.empty()) {
     Guarded([&] { RefreshParams(*params_at, param_parts, cache.slots); },
             [&] {
-              for (const std::string& key : param_keys) cache.params.erase(key);
+              for (ParamPart* part : param_parts) cache.Drop(*part);
             });
   }
   if (!metric_parts.empty()) {
     Guarded([&] { RefreshMetrics(*metrics_at, metric_parts, cache.slots); },
             [&] {
-              for (const std::string& name : metric_names) cache.metrics.erase(name);
+              for (MetricPart* part : metric_parts) cache.Drop(*part);
             });
   }
 
@@ -475,32 +456,16 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
     if (term.kind == Term::Kind::kAttribute) {
       for (size_t i = 0; i < runs.size(); ++i) column[i] = AttributeValue(*runs[i], term.attribute);
     } else if (term.kind == Term::Kind::kParam) {
-      // Read above, unless a later Touch dropped it (past kMaxParts).
-      auto it = cache.params.find(term.key);
-      if (it == cache.params.end()) {
-        ParamPart* again = param_part(term);
-        Guarded([&] { RefreshParams(*params_at, {again}, cache.slots); },
-                [&] { cache.params.erase(term.key); });
-        it = cache.params.find(term.key);
-      }
-      const ParamPart& part = it->second;
+      const ParamPart& part = *param_of[t];
       for (size_t i = 0; i < runs.size(); ++i) {
         if (live[i] < part.values.size()) column[i] = part.values[live[i]];
       }
     } else {
-      std::string name = MetricKey(term);
-      auto it = cache.metrics.find(name);
-      if (it == cache.metrics.end()) {  // as for parameters
-        MetricPart* again = metric_part(term).second;
-        Guarded([&] { RefreshMetrics(*metrics_at, {again}, cache.slots); },
-                [&] { cache.metrics.erase(name); });
-        it = cache.metrics.find(name);
-      }
-      MetricPart& part = it->second;
+      const MetricPart& part = *metric_of[t];
       std::map<uint64_t, SeriesStats> from_points;  // the dirty series, exact
       if (!part.dirty.empty()) {
         std::map<uint64_t, StatsDelta> dirty;
-        for (uint64_t id : part.dirty) dirty.emplace(id, part.deltas[part.slot_of.at(id)]);
+        for (uint32_t slot : part.dirty) dirty.emplace(part.series[slot], part.deltas[slot]);
         from_points = FinishStats(dirty);
       }
       for (size_t i = 0; i < runs.size(); ++i) {
@@ -515,6 +480,8 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
       }
     }
   }
+
+  cache.Trim();
 
   // Filter, then the page: the runs after the token's key, first by order.
   std::vector<size_t> matched;

@@ -3,6 +3,14 @@
 #include <algorithm>
 
 namespace kv0::tracking {
+namespace {
+
+// A metric part's key in SearchCache::metrics.
+std::string MetricKey(const std::string& name, const nlohmann::json& context) {
+  return name + '\0' + context.dump();
+}
+
+}  // namespace
 
 std::vector<uint64_t> FragmentsRead::ToRead(lance::Dataset& table, bool* restart) {
   std::vector<lance::FragmentInfo> now = table.Fragments();
@@ -45,10 +53,40 @@ uint32_t RunSlots::Of(std::string_view run_id) {
   return slot;
 }
 
+ParamPart& SearchCache::Param(const std::string& key) {
+  Touch('p', key);
+  auto [it, added] = params.try_emplace(key);
+  if (added) it->second.key = key;
+  return it->second;
+}
+
+MetricPart& SearchCache::Metric(const std::string& name, const nlohmann::json& context) {
+  std::string key = MetricKey(name, context);
+  Touch('m', key);
+  auto [it, added] = metrics.try_emplace(key);
+  if (added) {
+    it->second.name = name;
+    it->second.context = context;
+  }
+  return it->second;
+}
+
+void SearchCache::Drop(const ParamPart& part) {
+  std::string key = part.key;  // not a reference into the node it erases
+  params.erase(key);
+}
+
+void SearchCache::Drop(const MetricPart& part) {
+  metrics.erase(MetricKey(part.name, part.context));
+}
+
 void SearchCache::Touch(char kind, const std::string& key) {
   std::string name = kind + key;
   recent.remove(name);
   recent.push_front(std::move(name));
+}
+
+void SearchCache::Trim() {
   while (recent.size() > kMaxParts) {
     const std::string& oldest = recent.back();
     if (oldest[0] == 'p') {

@@ -85,7 +85,8 @@ struct ParamPart {
 
 // One metric (name and context): the series of every run in RunSlots, by
 // slot; their merged statistics deltas; the statistics of the clean ones by
-// slot (dirty ones are computed from their points by each search).
+// slot (dirty ones, by slot too, are computed from their points by each
+// search).
 struct MetricPart {
   std::string name;
   nlohmann::json context = nlohmann::json::object();
@@ -94,11 +95,12 @@ struct MetricPart {
   absl::flat_hash_map<uint64_t, uint32_t> slot_of;  // by series id
   std::vector<StatsDelta> deltas;                   // by slot
   std::vector<std::optional<SeriesStats>> clean;    // by slot
-  std::unordered_set<uint64_t> dirty;
+  std::unordered_set<uint32_t> dirty;               // slots
 };
 
-// Bounded: at most kMaxParts parameter and metric parts, the least recently
-// used dropped first.
+// Bounded: at most kMaxParts parameter and metric parts between searches
+// (a search may hold more while it runs: every part it names), the least
+// recently used dropped first.
 struct SearchCache {
   static constexpr size_t kMaxParts = 32;
 
@@ -108,7 +110,18 @@ struct SearchCache {
   std::map<std::string, MetricPart> metrics;  // by name, '\0', context JSON
   std::list<std::string> recent;              // "p" or "m" + the map key, newest first
 
-  // Marks the part as used now, dropping the oldest ones past kMaxParts.
+  // The part of a parameter key or of a metric (name and context), new and
+  // empty if there is none, marked as used now. No part is dropped until
+  // Trim, so the references stay valid through a search.
+  ParamPart& Param(const std::string& key);
+  MetricPart& Metric(const std::string& name, const nlohmann::json& context);
+  // Forgets the part (a refresh of it failed).
+  void Drop(const ParamPart& part);
+  void Drop(const MetricPart& part);
+  // Drops the least recently used parts past kMaxParts.
+  void Trim();
+
+ private:
   void Touch(char kind, const std::string& key);
 };
 

@@ -610,9 +610,9 @@ TEST_F(RunSearchTest, ColumnsHoldThePageRunsValues) {
 }
 
 // A query naming more parameters and metrics than the cache keeps
-// (SearchCache::kMaxParts): the parts read first are dropped while the
-// later ones are read, and are read again for their terms; every term still
-// has its value, on a first search and on a warm one.
+// (SearchCache::kMaxParts): every part it names stays until the search
+// ends, so every term has its value, on a first search and on a later one
+// (whose parts the search before trimmed in part).
 TEST_F(RunSearchTest, AQueryNamingMorePartsThanTheCacheKeepsSeesEveryValue) {
   constexpr int kKeys = static_cast<int>(SearchCache::kMaxParts) + 8;
   Repo repo = Open();
