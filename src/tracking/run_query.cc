@@ -773,7 +773,12 @@ Query Parse(const RunQuery& run_query) {
   return q;
 }
 
-bool Matches(const Expr& e, const std::vector<std::vector<Value>>& columns, size_t row) {
+const Value& MissingValue() {
+  static const Value missing;
+  return missing;
+}
+
+bool Matches(const Expr& e, const std::vector<Column>& columns, size_t row) {
   switch (e.kind) {
     case Expr::Kind::kAll:
       return true;
@@ -792,7 +797,7 @@ bool Matches(const Expr& e, const std::vector<std::vector<Value>>& columns, size
     case Expr::Kind::kCompare:
       break;
   }
-  const Value& v = columns[e.term][row];
+  const Value& v = *columns[e.term][row];
   if (e.op == Op::kIsNull) return v.missing();
   if (e.op == Op::kIsNotNull) return !v.missing();
   if (v.missing()) return false;

@@ -131,9 +131,17 @@ struct Query {
 // position and what was expected there.
 Query Parse(const RunQuery& query);
 
-// True when run `row` satisfies expr; columns[t][row] is its value of
+// A term's values, one per run. The values are not copied into the column:
+// it points at storage that outlives the evaluation (the search cache's
+// values, or values the search computed once), and never holds null.
+using Column = std::vector<const Value*>;
+
+// The missing value, for runs that have none of a term.
+const Value& MissingValue();
+
+// True when run `row` satisfies expr; *columns[t][row] is its value of
 // Query::terms[t] (only the columns of terms expr names are read).
-bool Matches(const Expr& expr, const std::vector<std::vector<Value>>& columns, size_t row);
+bool Matches(const Expr& expr, const std::vector<Column>& columns, size_t row);
 
 // -1, 0 or 1: a against b in the order term's direction (missing last).
 int CompareForOrder(const Value& a, const Value& b, bool descending);

@@ -447,18 +447,27 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
             });
   }
 
-  std::vector<std::vector<Value>> values(q.terms.size());
+  // A column per term of the filter and the order. Parameter values are
+  // the cache's own; attributes and statistics are computed once into
+  // `computed`, which is sized before any column points into it.
+  const Value* missing = &query::MissingValue();
+  std::vector<query::Column> values(q.terms.size());
+  std::vector<std::vector<Value>> computed(q.terms.size());
   for (size_t t = 0; t < q.terms.size(); ++t) {
     if (!used[t]) continue;
     const Term& term = q.terms[t];
-    std::vector<Value>& column = values[t];
-    column.resize(runs.size());
+    query::Column& column = values[t];
+    column.assign(runs.size(), missing);
     if (term.kind == Term::Kind::kAttribute) {
-      for (size_t i = 0; i < runs.size(); ++i) column[i] = AttributeValue(*runs[i], term.attribute);
+      computed[t].resize(runs.size());
+      for (size_t i = 0; i < runs.size(); ++i) {
+        computed[t][i] = AttributeValue(*runs[i], term.attribute);
+        column[i] = &computed[t][i];
+      }
     } else if (term.kind == Term::Kind::kParam) {
       const ParamPart& part = *param_of[t];
       for (size_t i = 0; i < runs.size(); ++i) {
-        if (live[i] < part.values.size()) column[i] = part.values[live[i]];
+        if (live[i] < part.values.size()) column[i] = &part.values[live[i]];
       }
     } else {
       const MetricPart& part = *metric_of[t];
@@ -468,6 +477,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
         for (uint32_t slot : part.dirty) dirty.emplace(part.series[slot], part.deltas[slot]);
         from_points = FinishStats(dirty);
       }
+      computed[t].resize(runs.size());
       for (size_t i = 0; i < runs.size(); ++i) {
         const SeriesStats* stats = nullptr;
         if (const auto& clean = part.clean[live[i]]) {
@@ -476,12 +486,13 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
           auto exact = from_points.find(part.series[live[i]]);
           if (exact != from_points.end()) stats = &exact->second;
         }
-        if (stats) column[i] = StatValue(*stats, term.stat);
+        if (stats) {
+          computed[t][i] = StatValue(*stats, term.stat);
+          column[i] = &computed[t][i];
+        }
       }
     }
   }
-
-  cache.Trim();
 
   // Filter, then the page: the runs after the token's key, first by order.
   std::vector<size_t> matched;
@@ -492,7 +503,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   page.matched = matched.size();
   auto compare = [&](size_t a, size_t b) {
     for (const auto& o : q.order) {
-      int c = query::CompareForOrder(values[o.term][a], values[o.term][b], o.descending);
+      int c = query::CompareForOrder(*values[o.term][a], *values[o.term][b], o.descending);
       if (c) return c;
     }
     return runs[a]->run_id.compare(runs[b]->run_id);
@@ -500,8 +511,7 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   if (q.after) {
     // The token's key as one more row of the columns, at index runs.size().
     for (size_t k = 0; k < q.order.size(); ++k) {
-      values[q.order[k].term].resize(runs.size());
-      values[q.order[k].term].push_back((*q.after)[k]);
+      values[q.order[k].term].push_back(&(*q.after)[k]);
     }
     RunInfo after;
     after.run_id = q.after_run_id;
@@ -515,10 +525,12 @@ RunPage RepoImpl::SearchRuns(const RunQuery& run_query) {
   if (matched.size() > take) {
     size_t last = matched[take - 1];
     std::vector<Value> key;
-    for (const auto& o : q.order) key.push_back(values[o.term][last]);
+    for (const auto& o : q.order) key.push_back(*values[o.term][last]);
     page.next_page_token = query::PageToken(q, key, runs[last]->run_id);
   }
   matched.resize(take);
+  // Only now: the columns point into the parts, which Trim may drop.
+  cache.Trim();
 
   // The columns, for the page's runs only.
   std::vector<const RunInfo*> page_runs;

@@ -25,10 +25,10 @@ Query P(std::string filter, std::vector<std::string> order = {}) {
 // terms' column names (absent names are missing).
 bool Eval(const std::string& filter, const std::map<std::string, Value>& named) {
   Query q = P(filter);
-  std::vector<std::vector<Value>> columns(q.terms.size(), std::vector<Value>(1));
+  std::vector<Column> columns(q.terms.size(), Column{&MissingValue()});
   for (size_t i = 0; i < q.terms.size(); ++i) {
     auto found = named.find(q.terms[i].ColumnName());
-    if (found != named.end()) columns[i][0] = found->second;
+    if (found != named.end()) columns[i][0] = &found->second;
   }
   return Matches(q.filter, columns, 0);
 }
