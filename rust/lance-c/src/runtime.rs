@@ -85,22 +85,16 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     &process().runtime
 }
 
-/// Runs `future` to completion on the shared runtime. The future is spawned
-/// onto the runtime's workers, so the caller's thread only waits.
+/// Runs `future` to completion on the shared runtime, polled on the
+/// caller's thread: a call that finds its answer without waiting (a version
+/// check, a cached read) then costs no hand-off to a worker and back. What
+/// the future spawns runs on the workers.
 pub fn block_on<F>(future: F) -> F::Output
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    let runtime = runtime();
-    let handle = runtime.spawn(future);
-    match runtime.block_on(handle) {
-        Ok(output) => output,
-        Err(join_error) if join_error.is_panic() => {
-            std::panic::resume_unwind(join_error.into_panic())
-        }
-        Err(join_error) => panic!("Lance task was cancelled: {join_error}"),
-    }
+    runtime().block_on(future)
 }
 
 /// As `block_on`, but gives up after `timeout` (None: waits as long as it
