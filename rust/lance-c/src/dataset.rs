@@ -23,7 +23,7 @@ use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND
 use crate::ffi::{
     give_batches, key_values, optional_text, out, storage_options, text, LanceKeyValue,
 };
-use crate::runtime::{block_on, process};
+use crate::runtime::{block_on, block_on_here, process};
 
 /// An open dataset at one version. Calls on one handle may come from any
 /// thread: each call works on a snapshot of the handle's dataset, and calls
@@ -308,7 +308,7 @@ pub unsafe extern "C" fn lance_dataset_latest_version(
     guard(|| {
         let dataset = handle(dataset)?.snapshot();
         let out_version = out(out_version, "output version")?;
-        *out_version = block_on(async move { dataset.latest_version_id().await })?;
+        *out_version = block_on_here(async move { dataset.latest_version_id().await })?;
         Ok(())
     })
 }
@@ -319,7 +319,8 @@ pub unsafe extern "C" fn lance_dataset_checkout_latest(dataset: *const LanceData
     guard(|| {
         let handle = handle(dataset)?;
         let mut dataset = handle.snapshot();
-        let dataset = block_on(async move { dataset.checkout_latest().await.map(|_| dataset) })?;
+        let dataset =
+            block_on_here(async move { dataset.checkout_latest().await.map(|_| dataset) })?;
         handle.advance(dataset);
         Ok(())
     })

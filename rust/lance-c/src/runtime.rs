@@ -85,15 +85,30 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     &process().runtime
 }
 
-/// Runs `future` to completion on the shared runtime, polled on the
-/// caller's thread: a call that finds its answer without waiting (a version
-/// check, a cached read) then costs no hand-off to a worker and back. What
-/// the future spawns runs on the workers.
+/// Runs `future` to completion on the shared runtime. The future is spawned
+/// onto the runtime's workers, so the caller's thread only waits.
 pub fn block_on<F>(future: F) -> F::Output
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
+    let runtime = runtime();
+    let handle = runtime.spawn(future);
+    match runtime.block_on(handle) {
+        Ok(output) => output,
+        Err(join_error) if join_error.is_panic() => {
+            std::panic::resume_unwind(join_error.into_panic())
+        }
+        Err(join_error) => panic!("Lance task was cancelled: {join_error}"),
+    }
+}
+
+/// As `block_on`, but polls `future` on the caller's thread (what it spawns
+/// still runs on the workers). For calls that usually find their answer at
+/// once, such as a version check: there the hand-off to a worker and the
+/// wake-up back cost more than the call. Long reads keep `block_on`, where
+/// the caller's thread would only add a third busy thread to the workers.
+pub fn block_on_here<F: Future>(future: F) -> F::Output {
     runtime().block_on(future)
 }
 
