@@ -73,11 +73,14 @@ MetricPart& SearchCache::Metric(const std::string& name, const nlohmann::json& c
 
 void SearchCache::Drop(const ParamPart& part) {
   std::string key = part.key;  // not a reference into the node it erases
+  recent.remove('p' + key);
   params.erase(key);
 }
 
 void SearchCache::Drop(const MetricPart& part) {
-  metrics.erase(MetricKey(part.name, part.context));
+  std::string key = MetricKey(part.name, part.context);
+  recent.remove('m' + key);
+  metrics.erase(key);
 }
 
 void SearchCache::Touch(char kind, const std::string& key) {
