@@ -12,7 +12,8 @@
 // Writing. Run::Track and Run::SetParams only append to a buffer shared by
 // the Repo handle, and to a local write-ahead log. The buffer is committed
 // when it holds flush_rows points, every flush_interval, on Flush(),
-// Run::Finish() and Close(): one append per non-empty table, in the order
+// Run::Finish() (see finish_waits) and Close(): one append per non-empty
+// table, in the order
 // runs, params, series, metrics, so a reader never sees a point of a series
 // it cannot name. A failed flush keeps the rows for the next one.
 //
@@ -395,6 +396,15 @@ struct RepoOptions {
   WalSync wal_sync = WalSync::kBatch;
   std::chrono::seconds mark_ttl{30 * 24 * 3600};
   bool replay_stale_wal = false;
+
+  // Whether Run::Finish waits for the flush it starts. A flush is an append
+  // per table, four commits, which cost a process that logs short runs one
+  // after another more than the runs' points did; without waiting, its
+  // finishes share the background flushes with the next runs' writes. What
+  // a finish acknowledged is in the WAL either way (a crash loses nothing,
+  // as for Track); only when other handles see it changes: within a flush,
+  // or at Repo::Flush() or Close().
+  bool finish_waits = true;
 };
 
 struct RepoImpl;  // src/tracking/repo_impl.h
@@ -417,10 +427,12 @@ class Run {
   // a context that is not a JSON object.
   void Track(double value, std::string_view name, const TrackOptions& opts = {});
 
-  // True when the next Track may wait for a flush (the handle's buffer holds
-  // twice flush_rows points). Bindings that hold a lock a flush may need (a
-  // Python GIL, for Lance's log callback) release it for such a call.
-  bool TrackMayWait() const;
+  // Track, unless the call would wait for a flush (the handle's buffer
+  // holds twice flush_rows points, counting those of a flush under way):
+  // then nothing is written and it returns false. Bindings that hold a lock
+  // a flush may need (a Python GIL, for Lance's log callback) call this
+  // first and Track, with the lock released, when it returns false.
+  bool TryTrack(double value, std::string_view name, const TrackOptions& opts = {});
 
   // Merges params (a JSON object; nested objects flatten to dotted keys)
   // into the run's parameters. Keys it does not name keep their values.
@@ -433,7 +445,10 @@ class Run {
   RunInfo Update(const std::function<void(RunInfo&)>& change);
 
   // Sets the status (finished, failed or aborted) and the end time (now, or
-  // ended_at_us), then flushes the repository handle.
+  // ended_at_us), then flushes the repository handle: with finish_waits
+  // (the default) it returns once the flush has committed the run's writes,
+  // which other handles then read; without, once the status is in the WAL,
+  // as a Track is, leaving the commit to a background flush it starts.
   void Finish(std::string_view status = "finished");
   void FinishAt(std::string_view status, int64_t ended_at_us);
 

@@ -99,7 +99,7 @@ class Repo(_native._Repo):
          max_fragments=32, optimize_memory=256 << 20,
          version_retention=7 * 86400, wal_dir=None, wal_sync="batch",
          mark_ttl=30 * 86400, replay_stale_wal=False, request_timeout=30.0,
-         request_retries=3, commit_timeout=60.0)
+         request_retries=3, commit_timeout=60.0, finish_waits=True)
 
     uri: a directory (str or path) or an object-store URI (s3://, gs://,
     az://, memory://). storage_options: object-store settings handed to
@@ -120,7 +120,12 @@ class Repo(_native._Repo):
     times (the storage options "timeout" and "client_max_retries" override
     both). commit_timeout: seconds a commit may take (0: no bound); a flush
     whose commit takes longer raises StoreIOError and keeps its writes
-    buffered and logged.
+    buffered and logged. finish_waits: Run.finish() returns once its flush
+    has committed the run's writes (other handles read them); False: once
+    the final status is in the write-ahead log, as track() does, the
+    commit left to a background flush it starts, which a process logging
+    short runs one after another then shares between several runs' writes
+    (flush() or close() wait for it).
 
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
@@ -158,6 +163,7 @@ class Repo(_native._Repo):
         request_timeout: float = 30.0,
         request_retries: int = 3,
         commit_timeout: float = 60.0,
+        finish_waits: bool = True,
     ) -> None:
         super().__init__(
             os.fspath(uri),
@@ -174,6 +180,7 @@ class Repo(_native._Repo):
             request_timeout=float(request_timeout),
             request_retries=request_retries,
             commit_timeout=float(commit_timeout),
+            finish_waits=finish_waits,
         )
         self._opened = True
         _open_repos.add(self)

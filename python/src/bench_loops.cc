@@ -1,7 +1,7 @@
-// The C++ side of bench/python_peers.py: the loops it times through kv0.DB
-// from Python, run here on the same handle and keys, so that its gates
-// compare the binding with C++ at the same key count and on the same data.
-// Not part of kv0's API.
+// The C++ side of bench/python_peers.py and bench/tracking_py_bench.py: the
+// loops they time through kv0.DB and kv0.tracking.Run from Python, run here
+// on the same handles and data, so that their gates compare the binding with
+// C++ doing the same work. Not part of kv0's API.
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
@@ -14,7 +14,9 @@
 #include <vector>
 
 #include "fast_call.h"
+#include "json_convert.h"
 #include "kv_handle.h"
+#include "tracking_handles.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -99,12 +101,62 @@ std::tuple<size_t, double, double> Loop(nb::handle db_object, const std::string&
   return {n, CpuSeconds() - cpu, wall_s};
 }
 
+// Runs n calls of one of bench/tracking_py_bench.py's loops on the run:
+// Track with value and name ("minimal"), with a step too ("step"), with step,
+// epoch and context {"subset": "train"} ("full"), or SetParams(params)
+// ("set_params"). Returns (calls, CPU seconds of the process, wall seconds).
+std::tuple<size_t, double, double> TrackLoop(PyRun& run, const std::string& variant, size_t n,
+                                             nb::handle params) {
+  nlohmann::json p = variant == "set_params" ? ToJson(params) : nlohmann::json();
+  if (variant != "minimal" && variant != "step" && variant != "full" && variant != "set_params") {
+    throw Error(Code::kInvalidArgument, "unknown loop " + variant);
+  }
+  tr::Run& r = *run.run;
+  nb::gil_scoped_release release;
+  double cpu = CpuSeconds();
+  auto wall = std::chrono::steady_clock::now();
+  tr::TrackOptions opts;
+  if (variant == "full") opts.context = {{"subset", "train"}};
+  for (size_t i = 0; i < n; ++i) {
+    double value = static_cast<double>(i) * 1e-3;
+    if (variant == "minimal") {
+      r.Track(value, "loss");
+      continue;
+    }
+    if (variant == "set_params") {
+      r.SetParams(p);
+      continue;
+    }
+    opts.step = static_cast<int64_t>(i);
+    if (variant == "full") opts.epoch = static_cast<int64_t>(i / 1000);
+    r.Track(value, "loss", opts);
+  }
+  double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+  return {n, CpuSeconds() - cpu, wall_s};
+}
+
+// A fast call that takes any arguments and does nothing: a Python loop
+// calling it costs what the interpreter spends on the loop and the call,
+// the floor under any binding's figure.
+PyObject* Noop(PyObject*, PyObject* const*, Py_ssize_t, PyObject*) { Py_RETURN_NONE; }
+
+PyMethodDef noop_method = {"_noop",
+                           reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Noop)),
+                           METH_FASTCALL | METH_KEYWORDS,
+                           "For bench/tracking_py_bench.py: takes any arguments, returns None."};
+
 }  // namespace
 
 void BindBenchLoops(nb::module_& m) {
+  nb::object noop = nb::steal(PyCFunction_NewEx(&noop_method, nullptr, m.attr("__name__").ptr()));
+  if (!noop.is_valid()) throw nb::python_error();
+  m.attr("_noop") = noop;
   m.def("_cxx_loop", &Loop, "db"_a, "op"_a, "arg"_a,
         "For bench/python_peers.py: runs one of its loops in C++ on a kv0.DB; returns "
         "(operations, CPU seconds, wall seconds).");
+  m.def("_cxx_track_loop", &TrackLoop, "run"_a, "variant"_a, "n"_a, "params"_a = nb::none(),
+        "For bench/tracking_py_bench.py: runs one of its loops in C++ on a kv0.tracking.Run; "
+        "returns (calls, CPU seconds, wall seconds).");
 }
 
 }  // namespace kv0::python

@@ -11,6 +11,29 @@ namespace {
 
 const char* TypeName(PyObject* o) { return Py_TYPE(o)->tp_name; }
 
+PyObject* BuiltinType(nb::exception_type type) {
+  switch (type) {
+    case nb::exception_type::stop_iteration:
+      return PyExc_StopIteration;
+    case nb::exception_type::index_error:
+      return PyExc_IndexError;
+    case nb::exception_type::key_error:
+      return PyExc_KeyError;
+    case nb::exception_type::value_error:
+      return PyExc_ValueError;
+    case nb::exception_type::type_error:
+      return PyExc_TypeError;
+    case nb::exception_type::buffer_error:
+      return PyExc_BufferError;
+    case nb::exception_type::import_error:
+      return PyExc_ImportError;
+    case nb::exception_type::attribute_error:
+      return PyExc_AttributeError;
+    default:
+      return PyExc_RuntimeError;
+  }
+}
+
 }  // namespace
 
 bool ToBytes(PyObject* o, const char* what, Bytes* out) {
@@ -59,33 +82,49 @@ bool ToKey(PyObject* o, Bytes* out) {
   return ToBytes(o, "key", out);
 }
 
-bool BindArgs(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-              std::initializer_list<const char*> names, size_t required, PyObject** out,
-              bool ignore_extra) {
-  const size_t n = names.size();
+Params::Params(const char* fn, std::initializer_list<const char*> names) : fn_(fn), names_(names) {
+  for (const char* name : names_) {
+    PyObject* s = PyUnicode_InternFromString(name);
+    if (s == nullptr) throw nb::python_error();
+    interned_.push_back(s);
+  }
+}
+
+size_t Params::Find(PyObject* keyword) const {
+  for (size_t i = 0; i < interned_.size(); ++i) {
+    if (interned_[i] == keyword) return i;
+  }
+  // A keyword built at run time (f(**{name: v})) is not interned.
+  for (size_t i = 0; i < interned_.size(); ++i) {
+    if (PyUnicode_Compare(interned_[i], keyword) == 0) return i;
+  }
+  return size();
+}
+
+bool BindArgs(const Params& params, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+              size_t required, PyObject** out, bool ignore_extra) {
+  const size_t n = params.size();
   for (size_t i = 0; i < n; ++i) out[i] = nullptr;
   if (static_cast<size_t>(nargs) > n && !ignore_extra) {
-    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", fn, n, nargs);
+    PyErr_Format(PyExc_TypeError, "%s() takes at most %zu arguments (%zd given)", params.fn(), n,
+                 nargs);
     return false;
   }
   for (Py_ssize_t i = 0; i < nargs && static_cast<size_t>(i) < n; ++i) out[i] = args[i];
   if (kwnames != nullptr) {
     Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < nkw; ++k) {
-      const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-      if (name == nullptr) return false;
-      size_t i = 0;
-      for (const char* candidate : names) {
-        if (std::strcmp(candidate, name) == 0) break;
-        ++i;
-      }
+      PyObject* keyword = PyTuple_GET_ITEM(kwnames, k);
+      size_t i = params.Find(keyword);
       if (i == n) {
         if (ignore_extra) continue;
-        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%s'", fn, name);
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", params.fn(),
+                     keyword);
         return false;
       }
       if (out[i] != nullptr) {
-        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", fn, name);
+        PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", params.fn(),
+                     params.name(i));
         return false;
       }
       out[i] = args[nargs + k];
@@ -93,7 +132,8 @@ bool BindArgs(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject*
   }
   for (size_t i = 0; i < required; ++i) {
     if (out[i] == nullptr) {
-      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn, names.begin()[i]);
+      PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", params.fn(),
+                   params.name(i));
       return false;
     }
   }
@@ -114,6 +154,10 @@ PyObject* RaiseCurrent() noexcept {
     SetError(e);
   } catch (nb::python_error& e) {
     e.restore();
+  } catch (const nb::builtin_exception& e) {
+    // nb::type_error and its kind, thrown by the conversions the fast calls
+    // share with nanobind's bindings.
+    PyErr_SetString(BuiltinType(e.type()), e.what());
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::exception& e) {

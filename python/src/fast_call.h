@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kv0/error.h"
 
@@ -38,20 +39,42 @@ bool CheckFamily(PyObject* family);
 // passes CheckFamily.
 bool ToKey(PyObject* o, Bytes* out);
 
-// Binds a call's arguments to `names`, positional ones first: out[i] is the
-// argument for names[i] or nullptr when absent. Fewer than `required`,
-// too many, or a keyword not in `names` raise TypeError, unless
-// `ignore_extra`, which accepts and ignores extra ones (aimrocks' get(key,
-// *args, **kwargs)).
-bool BindArgs(const char* fn, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
-              std::initializer_list<const char*> names, size_t required, PyObject** out,
-              bool ignore_extra = false);
+// A fast call's name and parameter names. The names are interned once, at
+// the first call (under the GIL), so that a keyword, which Python interns
+// where the call is written, is matched by pointer rather than by text.
+// Declare one as a function-local static.
+class Params {
+ public:
+  Params(const char* fn, std::initializer_list<const char*> names);
+  Params(const Params&) = delete;
+  Params& operator=(const Params&) = delete;
+
+  const char* fn() const { return fn_; }
+  size_t size() const { return names_.size(); }
+  const char* name(size_t i) const { return names_[i]; }
+  // The index of the parameter named `keyword` (a str), or size().
+  size_t Find(PyObject* keyword) const;
+
+ private:
+  const char* fn_;
+  std::vector<const char*> names_;
+  std::vector<PyObject*> interned_;  // never released: they live as long as the module
+};
+
+// Binds a call's arguments to `params`, positional ones first: out[i] is
+// the argument for parameter i or nullptr when absent. Fewer than
+// `required`, too many, or a keyword not in `params` raise TypeError,
+// unless `ignore_extra`, which accepts and ignores extra ones (aimrocks'
+// get(key, *args, **kwargs)).
+bool BindArgs(const Params& params, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+              size_t required, PyObject** out, bool ignore_extra = false);
 
 // The truth of an optional flag argument (absent: false); -1 on error.
 int Flag(PyObject* o);
 
-// Raises the kv0.errors class of a kv0::Error, or RuntimeError for any
-// other C++ exception, from inside a catch block. Returns nullptr.
+// Raises the kv0.errors class of a kv0::Error, the Python exception of a
+// nanobind one (nb::type_error is TypeError), or RuntimeError for any other
+// C++ exception, from inside a catch block. Returns nullptr.
 PyObject* RaiseCurrent() noexcept;
 // Raises kv0.errors.<code> with a message. Returns nullptr.
 PyObject* Raise(Code code, const std::string& message) noexcept;

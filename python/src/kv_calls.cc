@@ -62,9 +62,10 @@ bool RejectSnapshot(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) 
 // aimrocks' read options, accepted and ignored, except a snapshot.
 PyObject* DbGet(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("get", {"key"});
     PyDB* self = DbOf(o);
     PyObject* a[1];
-    if (self == nullptr || !BindArgs("get", args, nargs, kwnames, {"key"}, 1, a, true) ||
+    if (self == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a, true) ||
         !RejectSnapshot(args, nargs, kwnames)) {
       return nullptr;
     }
@@ -78,9 +79,10 @@ PyObject* DbGet(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 // objects given.
 PyObject* DbMultiGet(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("multi_get", {"keys"});
     PyDB* self = DbOf(o);
     PyObject* a[1];
-    if (self == nullptr || !BindArgs("multi_get", args, nargs, kwnames, {"keys"}, 1, a, true) ||
+    if (self == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a, true) ||
         !RejectSnapshot(args, nargs, kwnames)) {
       return nullptr;
     }
@@ -179,13 +181,12 @@ bool WriteFlags(PyObject* sync, PyObject* disable_wal, kv::WriteOptions* out) {
 // put(key, value, sync=False, disable_wal=False, column_family=None)
 PyObject* DbPut(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("put", {"key", "value", "sync", "disable_wal", "column_family"});
     PyDB* self = DbOf(o);
     PyObject* a[5];
     kv::WriteOptions options;
-    if (self == nullptr ||
-        !BindArgs("put", args, nargs, kwnames,
-                  {"key", "value", "sync", "disable_wal", "column_family"}, 2, a) ||
-        !CheckFamily(a[4]) || !WriteFlags(a[2], a[3], &options)) {
+    if (self == nullptr || !BindArgs(kParams, args, nargs, kwnames, 2, a) || !CheckFamily(a[4]) ||
+        !WriteFlags(a[2], a[3], &options)) {
       return nullptr;
     }
     Bytes key, value;
@@ -202,13 +203,12 @@ PyObject* DbPut(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* 
 // delete(key, sync=False, disable_wal=False, column_family=None)
 PyObject* DbDelete(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("delete", {"key", "sync", "disable_wal", "column_family"});
     PyDB* self = DbOf(o);
     PyObject* a[4];
     kv::WriteOptions options;
-    if (self == nullptr ||
-        !BindArgs("delete", args, nargs, kwnames, {"key", "sync", "disable_wal", "column_family"},
-                  1, a) ||
-        !CheckFamily(a[3]) || !WriteFlags(a[1], a[2], &options)) {
+    if (self == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a) || !CheckFamily(a[3]) ||
+        !WriteFlags(a[1], a[2], &options)) {
       return nullptr;
     }
     Bytes key;
@@ -225,11 +225,11 @@ PyObject* DbDelete(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObjec
 // write(batch, sync=False, disable_wal=False)
 PyObject* DbWrite(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("write", {"batch", "sync", "disable_wal"});
     PyDB* self = DbOf(o);
     PyObject* a[3];
     kv::WriteOptions options;
-    if (self == nullptr ||
-        !BindArgs("write", args, nargs, kwnames, {"batch", "sync", "disable_wal"}, 1, a) ||
+    if (self == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a) ||
         !WriteFlags(a[1], a[2], &options)) {
       return nullptr;
     }
@@ -295,11 +295,12 @@ PyBatch* MutableBatch(PyObject* o) {
 // put(key, value)
 PyObject* BatchPut(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("put", {"key", "value"});
     PyBatch* b = MutableBatch(o);
     PyObject* a[2];
     Bytes key, value;
-    if (b == nullptr || !BindArgs("put", args, nargs, kwnames, {"key", "value"}, 2, a) ||
-        !ToKey(a[0], &key) || !ToBytes(a[1], "value", &value)) {
+    if (b == nullptr || !BindArgs(kParams, args, nargs, kwnames, 2, a) || !ToKey(a[0], &key) ||
+        !ToBytes(a[1], "value", &value)) {
       return nullptr;
     }
     b->batch.Put(key.view, value.view);
@@ -310,11 +311,11 @@ PyObject* BatchPut(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObjec
 // delete(key)
 PyObject* BatchDelete(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("delete", {"key"});
     PyBatch* b = MutableBatch(o);
     PyObject* a[1];
     Bytes key;
-    if (b == nullptr || !BindArgs("delete", args, nargs, kwnames, {"key"}, 1, a) ||
-        !ToKey(a[0], &key)) {
+    if (b == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a) || !ToKey(a[0], &key)) {
       return nullptr;
     }
     b->batch.Delete(key.view);
@@ -326,9 +327,10 @@ PyObject* BatchDelete(PyObject* o, PyObject* const* args, Py_ssize_t nargs, PyOb
 PyObject* BatchDeleteRange(PyObject* o, PyObject* const* args, Py_ssize_t nargs,
                            PyObject* kwnames) {
   return Guarded([&]() -> PyObject* {
+    static const Params kParams("delete_range", {"begin", "end"});
     PyBatch* b = MutableBatch(o);
     PyObject* a[2];
-    if (b == nullptr || !BindArgs("delete_range", args, nargs, kwnames, {"begin", "end"}, 1, a)) {
+    if (b == nullptr || !BindArgs(kParams, args, nargs, kwnames, 1, a)) {
       return nullptr;
     }
     PyObject* begin = a[0];

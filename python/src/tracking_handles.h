@@ -1,5 +1,5 @@
 // The native handles of kv0.tracking, shared by the files that bind their
-// methods (tracking.cc, tracking_search.cc).
+// methods (tracking.cc, tracking_run.cc, tracking_search.cc).
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -63,8 +63,15 @@ struct PyRun {
   // finish() was called through this handle: leaving a with block then
   // keeps the status it set.
   bool finished = false;
+  // track's options, reused from call to call, with the context of the last
+  // call converted, and kept_context, a copy of that context's dict (null
+  // when the context is None or not flat): see tracking_run.cc.
+  tr::TrackOptions track_options;
+  nanobind::object kept_context;
 };
 
+// Adds the class Run to the module kv0._kv0.tracking (tracking_run.cc).
+void BindRun(nanobind::module_& tracking);
 // Adds search_runs' native half to _Repo (tracking_search.cc).
 void BindRunSearch(nanobind::class_<PyRepo>& repo);
 

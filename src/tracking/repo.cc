@@ -106,10 +106,12 @@ RepoImpl& Run::live() const {
 const std::string& Run::run_id() const { return state_->run_id; }
 
 void Run::Track(double value, std::string_view name, const TrackOptions& opts) {
-  live().Track(*state_, value, name, opts);
+  live().Track(*state_, value, name, opts, true);
 }
 
-bool Run::TrackMayWait() const { return live().BufferFull(); }
+bool Run::TryTrack(double value, std::string_view name, const TrackOptions& opts) {
+  return live().Track(*state_, value, name, opts, false);
+}
 
 void Run::SetParams(const nlohmann::json& params) { live().SetParams(*state_, params); }
 
@@ -123,12 +125,7 @@ void Run::FinishAt(std::string_view status, int64_t ended_at_us) {
   if (status == "running") {
     throw Error(Code::kInvalidArgument, "finish needs a final status, not running");
   }
-  std::string final_status(status);
-  Update([&](RunInfo& info) {
-    info.status = final_status;
-    info.ended_at_us = ended_at_us;
-  });
-  live().Flush();
+  live().FinishLive(*state_, status, ended_at_us);
 }
 
 // --- Repo ---------------------------------------------------------------------

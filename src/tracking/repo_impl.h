@@ -100,14 +100,25 @@ struct kv0::tracking::Run::State {
   // Created with a given id: stored points may exist that this handle has
   // not read (see Track).
   bool history_unknown = false;
-  // Series of this run by name and context (name, then "\0" and the context
-  // JSON when it is not empty); values point into RepoImpl::series_. Looked
-  // up by string_view, so tracking a known series allocates nothing.
+  // The series this handle tracked or resumed, by name and then context;
+  // they point into RepoImpl::series_. A name is looked up by string_view and
+  // a context compared in place (a name rarely has more than a few), so
+  // tracking a known series neither allocates nor serializes its context.
+  struct Known {
+    nlohmann::json context;
+    SeriesState* series;
+  };
   struct Hash {
     using is_transparent = void;
     size_t operator()(std::string_view key) const { return std::hash<std::string_view>()(key); }
   };
-  std::unordered_map<std::string, SeriesState*, Hash, std::equal_to<>> series;
+  std::unordered_map<std::string, std::vector<Known>, Hash, std::equal_to<>> series;
+
+  // nullptr when (name, context) is not known yet.
+  kv0::tracking::SeriesState* FindSeries(std::string_view name,
+                                         const nlohmann::json& context) const;
+  void AddSeries(std::string_view name, const nlohmann::json& context,
+                 kv0::tracking::SeriesState* known);
 };
 
 namespace kv0::tracking {
@@ -138,12 +149,19 @@ struct RepoImpl : public BackgroundClient,
   std::optional<RunInfo> CurrentRecord(const std::string& run_id);
   // Run::Update: UpdateRun, refused for a run this handle knows is deleted.
   RunInfo UpdateLive(Run::State& run, const std::function<void(RunInfo&)>& change);
-  void Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts);
+  // Buffers one point. Unless may_wait, a point that would make the caller
+  // flush (the buffer, with a flush's points, holds 2 * flush_rows) is not
+  // written and false returned.
+  bool Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts,
+             bool may_wait);
   void SetParams(Run::State& run, const nlohmann::json& params);
   // Writes an empty dirty delta per series: reads recompute them from their
   // points until optimize stores exact statistics.
   void MarkDirty(std::span<const uint64_t> ids);
   void Flush();
+  // Run::FinishAt: the run's status and end time, then Flush(), or a
+  // background flush without options_.finish_waits.
+  void FinishLive(Run::State& run, std::string_view status, int64_t ended_at_us);
   void OnTick(SteadyTime now) override;
   void AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row);
   void MaybeCompact(int table);
@@ -257,8 +275,6 @@ struct RepoImpl : public BackgroundClient,
     CheckOpen();
     return *records_;
   }
-  // True when the next Track may flush on the caller's thread.
-  bool BufferFull();
   // Throws NotFound for a run deleted since the handle was made (holding the
   // pipeline's lock).
   void CheckLive(const Run::State& run) const;

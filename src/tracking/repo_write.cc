@@ -1,6 +1,7 @@
 // The write path: runs, parameters and points into the buffer (and the WAL),
 // and the flush that commits the buffer table by table.
 
+#include <bit>
 #include <cinttypes>
 #include <cstdio>
 #include <random>
@@ -52,16 +53,33 @@ void CheckRecord(const RunInfo& info) {
   }
 }
 
-}  // namespace
-
-bool RepoImpl::BufferFull() {
-  auto locked = pipeline_.Lock();
-  // A failing flush puts its points back: count them as still buffered.
-  const WriteBuffer* flushing = locked.in_flight<WriteBuffer>();
-  size_t points =
-      locked.pending<WriteBuffer>().points.size() + (flushing ? flushing->points.size() : 0);
-  return points + 1 >= 2 * options_.flush_rows;
+// Equal and of the same JSON types all the way down, and floats bit for
+// bit, so that equal contexts serialize alike: 1 and 1.0, or 0.0 and -0.0,
+// are == in nlohmann::json but name different series. A test stricter than
+// the series id only costs a second entry for the same series.
+bool SameJson(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_number_float()) {
+    return std::bit_cast<uint64_t>(a.get<double>()) == std::bit_cast<uint64_t>(b.get<double>());
+  }
+  if (a.is_object()) {
+    if (a.size() != b.size()) return false;
+    for (auto x = a.begin(), y = b.begin(); x != a.end(); ++x, ++y) {
+      if (x.key() != y.key() || !SameJson(x.value(), y.value())) return false;
+    }
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!SameJson(a[i], b[i])) return false;
+    }
+    return true;
+  }
+  return a == b;
 }
+
+}  // namespace
 
 void RepoImpl::CheckLive(const Run::State& run) const {
   if (run.deleted) {
@@ -170,9 +188,7 @@ Run RepoImpl::ResumeRun(const std::string& run_id) {
                                        : delta->second.last_step();
       known.has_last = true;
     }
-    std::string key = s.name;
-    if (!s.context.empty()) key += '\0' + s.context.dump();
-    state->series[key] = &known;
+    state->AddSeries(s.name, s.context, &known);
   }
   return Run(shared_from_this(), std::move(state));
 }
@@ -244,8 +260,24 @@ void RepoImpl::MarkDirty(std::span<const uint64_t> ids) {
   }
 }
 
-void RepoImpl::Track(Run::State& run, double value, std::string_view name,
-                     const TrackOptions& opts) {
+SeriesState* Run::State::FindSeries(std::string_view name, const nlohmann::json& context) const {
+  auto found = series.find(name);
+  if (found == series.end()) return nullptr;
+  for (const Known& k : found->second) {
+    if (SameJson(k.context, context)) return k.series;
+  }
+  return nullptr;
+}
+
+void Run::State::AddSeries(std::string_view name, const nlohmann::json& context,
+                           SeriesState* known) {
+  auto found = series.find(name);
+  if (found == series.end()) found = series.emplace(std::string(name), std::vector<Known>{}).first;
+  found->second.push_back({context, known});
+}
+
+bool RepoImpl::Track(Run::State& run, double value, std::string_view name, const TrackOptions& opts,
+                     bool may_wait) {
   if (name.empty()) throw Error(Code::kInvalidArgument, "empty metric name");
   if (!opts.context.is_object()) {
     throw Error(Code::kInvalidArgument, "a metric context must be a JSON object");
@@ -255,17 +287,16 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
     auto write = pipeline_.BeginWrite();
     auto& pending = write.pending<WriteBuffer>();
     CheckLive(run);
-    std::string context_key;
-    std::string_view key = name;
-    if (!opts.context.empty()) {
-      context_key = std::string(name) + '\0' + opts.context.dump();
-      key = context_key;
+    if (!may_wait) {
+      // A failing flush puts its points back: count them as still buffered.
+      const WriteBuffer* flushing = write.in_flight<WriteBuffer>();
+      if (pending.points.size() + (flushing ? flushing->points.size() : 0) + 1 >=
+          2 * options_.flush_rows) {
+        return false;
+      }
     }
-    auto found = run.series.find(key);
-    SeriesState* series;
-    if (found != run.series.end()) {
-      series = found->second;
-    } else {
+    SeriesState* series = run.FindSeries(name, opts.context);
+    if (series == nullptr) {
       uint64_t id = SeriesId(run.run_id, name, opts.context);
       auto [it, is_new] = series_.try_emplace(id);
       series = &it->second;
@@ -277,7 +308,7 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
         write.Log(Checked(EncodeSeriesRecord(seq, info)), kSeries, seq);
         pending.series.push_back(std::move(info));
       }
-      run.series.emplace(std::string(key), series);
+      run.AddSeries(name, opts.context, series);
     }
 
     int64_t step = opts.step.value_or(series->has_last ? series->last_step + 1 : 0);
@@ -310,6 +341,7 @@ void RepoImpl::Track(Run::State& run, double value, std::string_view name,
   } else if (buffered >= options_.flush_rows) {
     pipeline_.FlushSoon();
   }
+  return true;
 }
 
 void RepoImpl::OnTick(SteadyTime now) {
@@ -319,6 +351,31 @@ void RepoImpl::OnTick(SteadyTime now) {
 void RepoImpl::Flush() {
   CheckOpen();
   pipeline_.Flush();
+}
+
+// A finish writes a row whose mask holds only the status and the end time,
+// so a merge takes every other field from the rows before it, whoever wrote
+// them, and nothing needs reading first. (An update reads the record to
+// know which fields changed: a scan of the runs table that cost a short
+// run's finish about as much as one of its commits.)
+void RepoImpl::FinishLive(Run::State& run, std::string_view status, int64_t ended_at_us) {
+  RunInfo fields;
+  fields.run_id = run.run_id;
+  fields.status = std::string(status);
+  fields.ended_at_us = ended_at_us;
+  CheckRecord(fields);
+  {
+    auto write = pipeline_.BeginWrite();
+    CheckLive(run);
+    fields.updated_at_us = NowMicros();
+    AddRunRow(write,
+              RunRow{pipeline_.clock().Next(), std::move(fields), kFieldStatus | kFieldEndedAt});
+  }
+  if (options_.finish_waits) {
+    pipeline_.Flush();
+  } else {
+    pipeline_.FlushSoon();
+  }
 }
 
 std::unique_ptr<pipeline::Batch> RepoImpl::NewBatch() {

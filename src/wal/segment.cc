@@ -286,14 +286,23 @@ std::optional<SegmentName> ParseSegmentName(std::string_view file_name) {
   return name;
 }
 
-std::vector<Segment> ListSegments(const std::string& dir) {
+std::vector<Segment> ListSegmentFiles(const std::string& dir) {
   auto names = ListDirIfExists(dir);
   if (!names) ThrowIOError(dir, "cannot list WAL directory", ENOENT);
   std::vector<Segment> segments;
   for (const std::string& file_name : *names) {
     auto name = ParseSegmentName(file_name);
-    if (!name) continue;
-    Segment segment{dir + "/" + file_name, *name, 0};
+    if (name) segments.push_back(Segment{dir + "/" + file_name, *name, 0});
+  }
+  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+    return a.name.number != b.name.number ? a.name.number < b.name.number : a.path < b.path;
+  });
+  return segments;
+}
+
+std::vector<Segment> ListSegments(const std::string& dir) {
+  std::vector<Segment> segments;
+  for (Segment& segment : ListSegmentFiles(dir)) {
     struct stat st;
     if (stat(segment.path.c_str(), &st) != 0) {
       if (errno == ENOENT) continue;  // deleted by the writer after we listed it
@@ -310,9 +319,6 @@ std::vector<Segment> ListSegments(const std::string& dir) {
     }
     segments.push_back(std::move(segment));
   }
-  std::sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
-    return a.name.number != b.name.number ? a.name.number < b.name.number : a.path < b.path;
-  });
   return segments;
 }
 

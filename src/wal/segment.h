@@ -61,8 +61,13 @@ struct Segment {
   uint64_t size = 0;
 };
 
-// The segment files in dir, in number order. Throws kIOError.
+// The segment files in dir, in number order, with their sizes (a mapped
+// segment's first record read to tell unused capacity from damage). Throws
+// kIOError.
 std::vector<Segment> ListSegments(const std::string& dir);
+// The same files, by name only (sizes left 0): for deleting them, which
+// runs after every flush and must not read a mapped segment's capacity.
+std::vector<Segment> ListSegmentFiles(const std::string& dir);
 
 // Appends the records of segments (in number order, as ListSegments returns
 // them) to records. A record cut off by the end of the last segment that has

@@ -377,7 +377,7 @@ void Log::DeleteSealed(uint64_t upto) {
     limit = std::min(upto, number_ - 1);
   }
   bool deleted = false;
-  for (const Segment& segment : ListSegments(dir_)) {
+  for (const Segment& segment : ListSegmentFiles(dir_)) {
     if (segment.name.number > limit) break;
     RemoveFile(segment.path);
     deleted = true;
@@ -393,7 +393,7 @@ void Log::CloseClean() {
   closed_ = true;
   map_.reset();
   if (fd_ >= 0) close(std::exchange(fd_, -1));
-  for (const Segment& segment : ListSegments(dir_)) RemoveFile(segment.path);
+  for (const Segment& segment : ListSegmentFiles(dir_)) RemoveFile(segment.path);
   if (mode_ != WalSync::kNone) {
     if (int err = SyncDir(dir_)) ThrowIOError(dir_, "cannot sync directory", err);
   }
@@ -509,7 +509,7 @@ bool Log::MarkTailLocked() {
 }
 
 void Abandoned::Remove() {
-  for (const Segment& segment : ListSegments(dir)) RemoveFile(segment.path);
+  for (const Segment& segment : ListSegmentFiles(dir)) RemoveFile(segment.path);
   RemoveFile(dir + kLockFile);
   if (int err = CurrentFiles().RemoveDir(dir); err != 0 && err != ENOENT) {
     ThrowIOError(dir, "cannot delete", err);

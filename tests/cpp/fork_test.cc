@@ -285,7 +285,7 @@ TEST(ForkTest, InheritedRepoRefusesEveryCallAndTheParentLosesNothing) {
          }},
         {"Run::Update", [&] { run.Update([](tr::RunInfo& i) { i.name = "x"; }); }},
         {"Run::Finish", [&] { run.Finish(); }},
-        {"Run::TrackMayWait", [&] { run.TrackMayWait(); }},
+        {"Run::TryTrack", [&] { run.TryTrack(0.5, "loss"); }},
         {"CreateRun", [&] { repo.CreateRun({}); }},
         {"ResumeRun", [&] { repo.ResumeRun(parent_run); }},
         {"UpdateRun", [&] { repo.UpdateRun(parent_run, [](tr::RunInfo&) {}); }},

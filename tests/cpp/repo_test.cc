@@ -1533,6 +1533,147 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
   EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id).count, 20u);
 }
 
+// TryTrack refuses the point that would make the caller wait for a flush,
+// counting as buffered the points of failed flushes (put back) and of a
+// flush under way (a failure would put them back); Track takes it.
+TEST_F(RepoTest, TryTrackWritesNothingWhenTheCallWouldWaitForAFlush) {
+  RepoOptions options = Opts();
+  options.flush_rows = 5;
+  Repo repo = Repo::Open(Uri(), options);
+  tracking::Run run = repo.CreateRun(NewRun{.name = "r"});
+  uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+
+  lance::SetCommitHookForTesting(FailSeriesCommits);
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(run.TryTrack(i, "loss"));
+  // Once this returns no flush is under way, and every flush after it
+  // starts with the nine points.
+  EXPECT_THROW(repo.Flush(), Error);
+  EXPECT_FALSE(run.TryTrack(9, "loss"));
+
+  std::optional<bool> accepted;  // TryTrack while a flush commits the nine
+  lance::SetCommitHookForTesting([&](const std::string& uri, std::string_view, bool committed) {
+    if (!committed && uri.ends_with("/series.lance") && !accepted) {
+      accepted = run.TryTrack(9, "loss");
+    }
+  });
+  repo.Flush();
+  lance::SetCommitHookForTesting(nullptr);
+  ASSERT_TRUE(accepted.has_value());
+  EXPECT_FALSE(*accepted);
+  EXPECT_EQ(RawSteps(Uri(), id).size(), 9u);  // the refused points were not written
+
+  run.Track(9, "loss");
+  repo.Flush();
+  std::vector<int64_t> steps = RawSteps(Uri(), id);
+  std::sort(steps.begin(), steps.end());
+  std::vector<int64_t> expected(10);
+  std::iota(expected.begin(), expected.end(), 0);
+  EXPECT_EQ(steps, expected);
+}
+
+// --- finish_waits = false ------------------------------------------------------
+
+// A finish that does not wait is committed by the background flush it
+// starts: a second handle sees the status and the points without any other
+// flush of the writer's.
+TEST_F(RepoTest, FinishWithoutWaitingIsCommittedByTheFlushItStarts) {
+  RepoOptions options = Opts();  // flush_interval of an hour: no timed flush
+  options.finish_waits = false;
+  Repo writer = Repo::Open(Uri(), options);
+  tracking::Run run = writer.CreateRun(NewRun{.name = "r"});
+  for (int i = 0; i < 3; ++i) run.Track(i, "loss");
+  run.Finish();
+
+  RepoOptions reader_options = Opts();
+  reader_options.wal_dir = dir_ / "reader-wal";
+  Repo reader = Repo::Open(Uri(), reader_options);
+  // Eventually, not within a time: the loop's bound only stops a hang. The
+  // points are committed last (runs, params, series, metrics), so once they
+  // are seen the whole flush is.
+  uint64_t id = SeriesId(run.run_id(), "loss", nlohmann::json::object());
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+  while (RawSteps(Uri(), id).size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(RawSteps(Uri(), id).size(), 3u);
+  std::optional<RunInfo> seen = reader.GetRun(run.run_id());
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(seen->status, "finished");
+  EXPECT_EQ(seen->name, "r");  // the finish's row sets two fields only
+}
+
+// A finish writes the status and the end time only: what another handle
+// changed meanwhile, and every field it leaves alone, is kept, also once
+// optimize has folded the rows.
+TEST_F(RepoTest, FinishKeepsTheFieldsItDoesNotSet) {
+  for (bool waits : {true, false}) {
+    RepoOptions options = Opts();
+    options.finish_waits = waits;
+    Repo writer = Repo::Open(Uri(), options);
+    tracking::Run run = writer.CreateRun(
+        NewRun{.name = "r", .experiment = "e", .tags = {"a"}, .created_at_us = 1000});
+    writer.Flush();
+    RepoOptions other_options = Opts();
+    other_options.wal_dir = dir_ / "other-wal";
+    {
+      Repo other = Repo::Open(Uri(), other_options);
+      other.UpdateRun(run.run_id(), [](RunInfo& info) { info.name = "renamed"; });
+    }
+    run.FinishAt("failed", 5000);
+    writer.Close();
+
+    Repo reader = Open();
+    for (int pass = 0; pass < 2; ++pass) {
+      std::optional<RunInfo> info = reader.GetRun(run.run_id());
+      ASSERT_TRUE(info.has_value());
+      EXPECT_EQ(info->name, "renamed");
+      EXPECT_EQ(info->experiment, "e");
+      EXPECT_EQ(info->tags, std::vector<std::string>{"a"});
+      EXPECT_EQ(info->created_at_us, 1000);
+      EXPECT_EQ(info->status, "failed");
+      EXPECT_EQ(info->ended_at_us, 5000);
+      reader.Optimize();
+    }
+  }
+}
+
+// Its commit failing, a finish that waits throws; one that does not wait
+// has acknowledged the status, which the WAL keeps through the failed
+// close for the next open to commit.
+TEST_F(RepoTest, FinishWithoutWaitingSurvivesItsCommitFailing) {
+  auto fail_all = [](const std::string&, std::string_view, bool committed) {
+    if (!committed) throw Error(Code::kIOError, "injected failure");
+  };
+  std::string waited_id, id;
+  {
+    Repo repo = Open();
+    tracking::Run waited = repo.CreateRun(NewRun{.name = "waits"});
+    waited_id = waited.run_id();
+    lance::SetCommitHookForTesting(fail_all);
+    EXPECT_THROW(waited.Finish(), Error);
+    lance::SetCommitHookForTesting(nullptr);
+  }
+  {
+    RepoOptions options = Opts();
+    options.finish_waits = false;
+    Repo repo = Repo::Open(Uri(), options);
+    tracking::Run run = repo.CreateRun(NewRun{.name = "does not wait"});
+    id = run.run_id();
+    run.Track(0.5, "loss");
+    lance::SetCommitHookForTesting(fail_all);
+    EXPECT_NO_THROW(run.Finish());
+  }  // the close fails too, leaving the WAL for the next open
+  lance::SetCommitHookForTesting(nullptr);
+
+  Repo reopened = Open();
+  for (const std::string& run_id : {waited_id, id}) {
+    std::optional<RunInfo> info = reopened.GetRun(run_id);
+    ASSERT_TRUE(info.has_value());
+    EXPECT_EQ(info->status, "finished");  // the WAL kept the finish that threw, too
+  }
+  EXPECT_EQ(RawSteps(Uri(), SeriesId(id, "loss", nlohmann::json::object())).size(), 1u);
+}
+
 // --- optimize() within a memory bound -----------------------------------------
 
 // The (series_id, step) pairs of the metrics points in storage order.

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -237,6 +238,53 @@ def test_series_ids_are_stable_and_distinct():
         series_id("r", "loss", [1])
 
 
+def test_track_keeps_contexts_apart_when_a_dict_is_reused_or_changed(repo):
+    # track reuses the last context's conversion while the dict it gets has
+    # the same keys and values of the same types (tracking_run.cc): a dict
+    # changed in place, values equal in Python but not in JSON, and contexts
+    # it does not keep must each still reach their own series.
+    run = repo.create_run("r")
+    context = {"subset": "train"}
+    run.track(1.0, "loss", step=0, context=context)
+    context["subset"] = "val"  # the same dict, changed in place
+    run.track(2.0, "loss", step=0, context=context)
+    context["fold"] = 1
+    run.track(3.0, "loss", step=0, context=context)
+    for i, value in enumerate([1, 1.0, True, 0.0, -0.0, None, "1"]):
+        run.track(10.0 + i, "typed", step=0, context={"k": value})
+        run.track(20.0 + i, "typed", step=1, context={"k": value})  # a new dict, equal
+    run.track(4.0, "loss", step=0, context={"subset": {"nested": [1, 2]}})
+    run.track(5.0, "loss", step=1, context={"subset": {"nested": [1, 2]}})
+    run.track(6.0, "loss", step=0)  # no context after one
+    run.track(7.0, "loss", step=1, context={})
+    run.track(8.0, "loss", step=1, context={"subset": "train"})
+
+    expected = {
+        series_id("r", "loss", {"subset": "train"}): [(0, 1.0), (1, 8.0)],
+        series_id("r", "loss", {"subset": "val"}): [(0, 2.0)],
+        series_id("r", "loss", {"subset": "val", "fold": 1}): [(0, 3.0)],
+        series_id("r", "loss", {"subset": {"nested": [1, 2]}}): [(0, 4.0), (1, 5.0)],
+        series_id("r", "loss"): [(0, 6.0), (1, 7.0)],
+    }
+    for i, value in enumerate([1, 1.0, True, 0.0, -0.0, None, "1"]):
+        expected[series_id("r", "typed", {"k": value})] = [(0, 10.0 + i), (1, 20.0 + i)]
+    assert len(expected) == 12  # every context above names a series of its own
+    stored = {s["series_id"]: s["context"] for s in repo.series("r")}
+    assert set(stored) == set(expected)
+    table = pa.table(repo.read_many(list(expected)))
+    got = {}
+    for sid, step, value in zip(table.column("series_id").to_pylist(),
+                                table.column("step").to_pylist(),
+                                table.column("value").to_pylist()):
+        got.setdefault(sid, []).append((step, value))
+    assert {sid: sorted(points) for sid, points in got.items()} == expected
+    # The stored contexts keep their JSON types.
+    assert stored[series_id("r", "typed", {"k": 1.0})] == {"k": 1.0}
+    assert type(stored[series_id("r", "typed", {"k": 1.0})]["k"]) is float
+    assert stored[series_id("r", "typed", {"k": True})]["k"] is True
+    assert math.copysign(1, stored[series_id("r", "typed", {"k": -0.0})]["k"]) == -1
+
+
 def test_read_downsampled_as_a_table(repo):
     run = repo.create_run("r")
     for step in range(10_000):
@@ -388,6 +436,32 @@ def test_another_handle_sees_commits(path, opts):
         assert reader.latest_versions() != versions
         assert reader.run("r")["status"] == "running"
         assert reader.series_stats([series_id("r", "loss")])[series_id("r", "loss")]["count"] == 1
+
+
+def test_finish_waits_for_its_commit_unless_told_not_to(path, opts):
+    with Repo(path, **opts) as writer, Repo(path, **opts) as reader:
+        run = writer.create_run("waits")
+        run.track(1.0, "loss")
+        run.finish()
+        assert reader.run("waits")["status"] == "finished"  # committed before finish returned
+
+    with Repo(path, finish_waits=False, **opts) as writer, Repo(path, **opts) as reader:
+        run = writer.create_run("does-not-wait", name="nw")
+        run.track(1.0, "loss")
+        run.finish()
+        # The flush finish started commits it; the loop's bound only stops a
+        # hang. Points are committed last, so once they are seen all is.
+        sid = series_id("does-not-wait", "loss")
+        deadline = time.monotonic() + 120
+        while reader.series_stats([sid]).get(sid, {}).get("count") != 1:
+            assert time.monotonic() < deadline, "the finish was never committed"
+            time.sleep(0.02)
+        record = reader.run("does-not-wait")
+        assert record["status"] == "finished" and record["ended_at_us"] is not None
+        assert record["name"] == "nw"  # finish set two fields only
+
+    with pytest.raises(TypeError):
+        Repo(path, finish_waits="no", **opts)
 
 
 # --- errors and lifetime ------------------------------------------------------------
@@ -687,7 +761,10 @@ def test_pylance_reads_the_documented_schemas(path, opts):
         ("fields", pa.uint32(), True), ("kind", pa.string(), True),
         ("target", pa.string(), True)]
     rows = [r for r in runs.to_pylist() if r["run_id"] == "r"]
-    assert rows and all(r["name"] == "n" and r["tags"] == ["a"] for r in rows)
+    name_bit, tags_bit, status_bit = 1, 8, 16  # docs/design.md, "Run records"
+    assert rows and all(r["name"] == "n" for r in rows if r["fields"] & name_bit)
+    assert all(r["tags"] == ["a"] for r in rows if r["fields"] & tags_bit)
+    assert rows[-1]["fields"] & status_bit
     assert rows[0]["created_at"] == datetime.datetime(2026, 1, 1, tzinfo=UTC)
     assert rows[-1]["status"] == "finished"
 
