@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "kv0/error.h"
+#include "util/utf8.h"
 
 namespace kv0::arrow {
 namespace {
@@ -65,29 +66,11 @@ void CheckFits(size_t used, size_t more) {
   }
 }
 
-// Strict UTF-8, as Rust's str requires: no overlong forms, no surrogates,
-// nothing past U+10FFFF.
 void CheckUtf8(std::string_view s) {
-  static constexpr uint32_t kMinCodePoint[] = {0, 0, 0x80, 0x800, 0x10000};
-  for (size_t i = 0; i < s.size();) {
-    uint8_t c = s[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len != 0 && s.size() - i >= len;
-    uint32_t cp = c & (0x7F >> len);
-    for (size_t k = 1; ok && k < len; k++) {
-      uint8_t cc = s[i + k];
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (!ok || cp < kMinCodePoint[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      throw Error(Code::kInvalidArgument,
-                  "utf8 value has an invalid byte sequence at byte " + std::to_string(i));
-    }
-    i += len;
+  size_t bad = FindInvalidUtf8(s);
+  if (bad != std::string_view::npos) {
+    throw Error(Code::kInvalidArgument,
+                "utf8 value has an invalid byte sequence at byte " + std::to_string(bad));
   }
 }
 

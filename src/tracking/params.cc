@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kv0/error.h"
+#include "util/utf8.h"
 
 namespace kv0::tracking {
 
@@ -24,15 +25,6 @@ std::string DescribePath(const std::vector<std::string_view>& path) {
 
 [[noreturn]] void Reject(const std::vector<std::string_view>& path, const std::string& why) {
   throw Error(Code::kInvalidArgument, "parameter " + DescribePath(path) + ": " + why);
-}
-
-bool IsValidUtf8(std::string_view text) {
-  try {
-    json(std::string(text)).dump();
-    return true;
-  } catch (const json::type_error&) {
-    return false;
-  }
 }
 
 // Rejects what has no JSON text: non-finite numbers and binary values. Invalid

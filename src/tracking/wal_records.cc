@@ -41,7 +41,17 @@ std::string EncodeRunRecord(const RunRow& row) {
 
 std::string EncodeParamsRecord(uint64_t seq, const std::string& run_id,
                                const nlohmann::json& params) {
-  return JsonRecord(kWalParams, {{"seq", seq}, {"run_id", run_id}, {"params", params}});
+  // Spelled out rather than built as one json value, which would copy
+  // `params` whole on every call.
+  std::string out(1, static_cast<char>(kWalParams));
+  out += R"({"params":)";
+  out += params.dump();
+  out += R"(,"run_id":)";
+  out += nlohmann::json(run_id).dump();
+  out += R"(,"seq":)";
+  out += std::to_string(seq);
+  out += '}';
+  return out;
 }
 
 std::string EncodeSeriesRecord(uint64_t seq, const SeriesInfo& series) {

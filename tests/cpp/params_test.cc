@@ -155,6 +155,19 @@ TEST(FlattenTest, RejectsAmbiguousAndUnwritable) {
   }
 }
 
+// Names are checked without a JSON round trip, by the same strict rule as
+// the string columns they end up in.
+TEST(FlattenTest, NamesAreStrictUtf8) {
+  EXPECT_EQ(Flatten({{"pl\xc3\xa9in \xf0\x9f\x99\x82", 1}}).size(), 1u);
+  for (std::string bad :
+       {"\xff", "\xc3", "\xc3\x28", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xe2\x82"}) {
+    SCOPED_TRACE(json(bad).dump(-1, ' ', false, json::error_handler_t::replace));
+    Error e = ErrorOf([&] { Flatten({{"outer", {{bad, 1}}}}); });
+    EXPECT_EQ(e.code(), Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("not valid UTF-8"), std::string::npos) << e.what();
+  }
+}
+
 TEST(FlattenTest, RejectsNonObjects) {
   for (const json& params : {json(1), json("x"), json::array({1}), json(nullptr), json(true),
                              json(1.5), json::array()}) {
