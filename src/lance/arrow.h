@@ -328,6 +328,9 @@ class Batch {
 
   const ArrowSchema& schema() const { return *schema_->get(); }
   const ArrowArray& array() const { return *array_.get(); }
+  // Hands the array on (to another stream, say); the batch is empty after,
+  // and its column views must not be used.
+  OwnedArray Release() && { return std::move(array_); }
 
  private:
   std::shared_ptr<const OwnedSchema> schema_;

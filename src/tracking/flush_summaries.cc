@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "kv0/error.h"
 #include "tracking/levels.h"
 #include "tracking/schema.h"
 #include "tracking/series_stats.h"
@@ -20,48 +21,120 @@ bool Meets(const StatsDelta& delta, const StepSpan& span) {
          (span.stop == INT64_MAX || delta.first_step() < span.stop);
 }
 
-// Reads the summaries of `fragments` (ids) of `metrics` into `out`, by id.
+const std::vector<std::string>& ReservedColumns() {
+  static const std::vector<std::string> columns = {"series_id", "step", "epoch",           "value",
+                                                   "stats",     "seq",  lance::kRowAddress};
+  return columns;
+}
+
+// Adds the reserved rows of `batch` (rows of other series are skipped) to
+// the summaries of their fragments in `out`.
+void Count(const arrow::Batch& batch, std::map<uint64_t, std::shared_ptr<FlushSummary>>* out) {
+  arrow::UInt64Column series(batch, "series_id");
+  arrow::Int64Column step(batch, "step"), epoch(batch, "epoch");
+  arrow::Float64Column value(batch, "value");
+  arrow::BinaryColumn stats(batch, "stats");
+  arrow::UInt64Column seq(batch, "seq"), address(batch, lance::kRowAddress);
+  for (int64_t i = 0; i < batch.num_rows(); ++i) {
+    if (series.value(i) != kReservedSeriesId) continue;
+    auto found = out->find(address.value(i) >> 32);
+    if (found == out->end()) continue;
+    FlushSummary& summary = *found->second;
+    summary.counted_rows++;
+    const uint64_t series_id = static_cast<uint64_t>(step.value(i));
+    if (epoch.is_null(i)) {  // a statistics row
+      if (stats.is_null(i)) continue;
+      const StatsDelta delta = StatsDelta::Decode(stats.value(i));
+      summary.counted_rows += delta.count();
+      summary.deltas[series_id].Merge(delta);
+    } else if (value.value(i) == kFlushMarkValue) {
+      summary.marked_rows += static_cast<uint64_t>(epoch.value(i));
+    } else if ((value.value(i) == kLevelRowValue || value.value(i) == kTopLevelRowValue) &&
+               !seq.is_null(i)) {
+      summary.levels.push_back(LevelRowAt{series_id, static_cast<int>(seq.value(i)), epoch.value(i),
+                                          value.value(i) == kTopLevelRowValue,
+                                          address.value(i) & 0xffffffffu});
+    }
+  }
+}
+
+// The tail of each of `fragments` that ends with a flush mark describing
+// it (levels.h, FlushTail), by fragment id; the others are absent.
+std::map<uint64_t, uint64_t> Tails(const lance::Dataset& metrics,
+                                   const std::vector<lance::FragmentInfo>& fragments) {
+  std::map<uint64_t, uint64_t> rows;  // of each fragment that may have one
+  std::vector<uint64_t> last;
+  for (const auto& f : fragments) {
+    // A deleted row would shift nothing (addresses are physical) but may be
+    // one of the tail's, which the take leaves out: those are scanned.
+    if (f.physical_rows == 0 || !f.deletion_file.empty() || f.physical_rows > 0xffffffffu) {
+      continue;
+    }
+    rows[f.id] = f.physical_rows;
+    last.push_back(f.id << 32 | (f.physical_rows - 1));
+  }
+  std::map<uint64_t, uint64_t> out;
+  if (last.empty()) return out;
+  auto reader =
+      metrics.Take(last, {"series_id", "step", "epoch", "value", "stats", lance::kRowAddress});
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column series(*batch, "series_id"), address(*batch, lance::kRowAddress);
+    arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
+    arrow::Float64Column value(*batch, "value");
+    arrow::BinaryColumn stats(*batch, "stats");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      if (series.value(i) != kReservedSeriesId || step.value(i) != 0 || epoch.is_null(i) ||
+          value.value(i) != kFlushMarkValue || stats.is_null(i)) {
+        continue;
+      }
+      const uint64_t id = address.value(i) >> 32;
+      const auto tail = FlushTail::Decode(stats.value(i));
+      if (tail && rows.count(id) && tail->fragment_rows == rows[id]) out[id] = tail->tail_rows;
+    }
+  }
+  return out;
+}
+
+// Reads the summaries of `fragments` (ids) of `metrics` into `out`, by id:
+// the tails of those that have one by address, the others in one scan of
+// their reserved rows. `by_address` off scans all of them.
 void ReadSummaries(const lance::Dataset& metrics, const std::vector<lance::FragmentInfo>& fragments,
-                   std::map<uint64_t, std::shared_ptr<FlushSummary>>* out) {
-  std::vector<uint64_t> ids;
+                   bool by_address, std::map<uint64_t, std::shared_ptr<FlushSummary>>* out,
+                   FlushSummaries::Reads* reads) {
   for (const auto& f : fragments) {
     auto summary = std::make_shared<FlushSummary>();
     summary->rows = f.physical_rows;
     (*out)[f.id] = summary;
-    ids.push_back(f.id);
   }
+  std::map<uint64_t, uint64_t> tails;
+  if (by_address) tails = Tails(metrics, fragments);
+  if (!tails.empty()) {
+    std::vector<uint64_t> addresses;
+    for (const auto& f : fragments) {
+      auto tail = tails.find(f.id);
+      if (tail == tails.end()) continue;
+      for (uint64_t row = f.physical_rows - tail->second; row < f.physical_rows; ++row) {
+        addresses.push_back(f.id << 32 | row);
+      }
+    }
+    auto reader = metrics.Take(addresses, ReservedColumns());
+    while (auto batch = reader.Next()) Count(*batch, out);
+    reads->by_address += tails.size();
+  }
+  std::vector<uint64_t> scanned;
+  for (const auto& f : fragments) {
+    if (!tails.count(f.id)) scanned.push_back(f.id);
+  }
+  if (scanned.empty()) return;
+  reads->scanned += scanned.size();
   lance::ScanOptions scan;
-  scan.columns = {"step", "epoch", "value", "stats", "seq"};
-  scan.fragment_ids = ids;
+  scan.columns = ReservedColumns();
+  scan.columns.pop_back();  // the address comes with with_row_address
+  scan.fragment_ids = scanned;
   scan.with_row_address = true;
   scan.filter = "series_id = 0";
   auto reader = metrics.Scan(scan);
-  while (auto batch = reader.Next()) {
-    arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
-    arrow::Float64Column value(*batch, "value");
-    arrow::BinaryColumn stats(*batch, "stats");
-    arrow::UInt64Column seq(*batch, "seq"), address(*batch, lance::kRowAddress);
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      auto found = out->find(address.value(i) >> 32);
-      if (found == out->end()) continue;
-      FlushSummary& summary = *found->second;
-      summary.counted_rows++;
-      const uint64_t series_id = static_cast<uint64_t>(step.value(i));
-      if (epoch.is_null(i)) {  // a statistics row
-        if (stats.is_null(i)) continue;
-        const StatsDelta delta = StatsDelta::Decode(stats.value(i));
-        summary.counted_rows += delta.count();
-        summary.deltas[series_id].Merge(delta);
-      } else if (value.value(i) == kFlushMarkValue) {
-        summary.marked_rows += static_cast<uint64_t>(epoch.value(i));
-      } else if ((value.value(i) == kLevelRowValue || value.value(i) == kTopLevelRowValue) &&
-                 !seq.is_null(i)) {
-        summary.levels.push_back(LevelRowAt{series_id, static_cast<int>(seq.value(i)),
-                                            epoch.value(i), value.value(i) == kTopLevelRowValue,
-                                            address.value(i) & 0xffffffffu});
-      }
-    }
-  }
+  while (auto batch = reader.Next()) Count(*batch, out);
 }
 
 }  // namespace
@@ -101,9 +174,12 @@ FlushSummaries::ById FlushSummaries::Of(const lance::Dataset& metrics) {
   }
   if (missing.empty()) return out;
   std::map<uint64_t, std::shared_ptr<FlushSummary>> read;
-  ReadSummaries(metrics, missing, &read);
+  Reads reads;
+  ReadSummaries(metrics, missing, by_address_, &read, &reads);
 
   std::lock_guard lock(mu_);
+  reads_.by_address += reads.by_address;
+  reads_.scanned += reads.scanned;
   for (const auto& f : missing) {
     out[f.id] = read[f.id];
     by_files_[KeyOf(f)] = read[f.id];
@@ -126,6 +202,92 @@ std::vector<uint64_t> FlushSummaries::MayHold(const ById& summaries,
     auto found = summaries.find(f.id);
     if (found == summaries.end() || found->second->MayHold(ids, spans)) out.push_back(f.id);
   }
+  return out;
+}
+
+namespace {
+
+// Copies row i of a metrics batch (MetricsSchema's columns, in order) to b.
+void CopyMetricsRow(const arrow::Batch& batch, int64_t i, arrow::BatchBuilder& b) {
+  arrow::UInt64Column series(batch, 0), seq(batch, 6);
+  arrow::Int64Column step(batch, 1), epoch(batch, 2);
+  arrow::TimestampColumn timestamp(batch, 3);
+  arrow::Float64Column value(batch, 4);
+  arrow::BinaryColumn stats(batch, 5);
+  b.uint64(0).Append(series.value(i));
+  b.int64(1).Append(step.value(i));
+  epoch.is_null(i) ? b.int64(2).AppendNull() : b.int64(2).Append(epoch.value(i));
+  b.timestamp(3).Append(timestamp.value(i));
+  b.float64(4).Append(value.value(i));
+  stats.is_null(i) ? b.binary(5).AppendNull() : b.binary(5).Append(stats.value(i));
+  seq.is_null(i) ? b.uint64(6).AppendNull() : b.uint64(6).Append(seq.value(i));
+}
+
+}  // namespace
+
+// One scan, whose batches of points pass through as they are and whose
+// batches of reserved rows wait for the end; the few batches holding both
+// (where one fragment's points meet its tail) are split by copying.
+arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
+                                       const std::vector<uint64_t>& fragments) {
+  struct State {
+    explicit State(arrow::OwnedStream rows) : reader(std::move(rows)) {}
+    arrow::StreamReader reader;
+    bool scanned = false;
+    std::vector<arrow::OwnedArray> reserved;    // whole batches of reserved rows
+    arrow::BatchBuilder last{MetricsSchema()};  // the rest of them, then the mark
+    uint64_t points = 0, tail = 1;              // rows; the tail counts the mark
+    bool done = false;
+  };
+  lance::ScanOptions scan;
+  for (const auto& field : MetricsSchema()) scan.columns.push_back(field.name);  // its order
+  scan.fragment_ids = fragments;
+  auto state = std::make_shared<State>(metrics.ScanStream(scan));
+
+  arrow::OwnedStream out;
+  arrow::MakeStream(
+      MetricsSchema(),
+      [state](ArrowArray* batch) {
+        while (!state->scanned) {
+          auto next = state->reader.Next();
+          if (!next) {
+            state->scanned = true;
+            break;
+          }
+          arrow::UInt64Column series(*next, 0);
+          int64_t reserved = 0;
+          for (int64_t i = 0; i < next->num_rows(); ++i) reserved += series.value(i) == 0;
+          const int64_t rows = next->num_rows();
+          state->tail += static_cast<uint64_t>(reserved);
+          state->points += static_cast<uint64_t>(rows - reserved);
+          if (reserved == rows) {
+            state->reserved.push_back(std::move(*next).Release());
+            continue;
+          }
+          if (reserved == 0) {
+            *batch = std::move(*next).Release().release();
+            return true;
+          }
+          arrow::BatchBuilder points(MetricsSchema());
+          for (int64_t i = 0; i < rows; ++i) {
+            CopyMetricsRow(*next, i, series.value(i) == 0 ? state->last : points);
+          }
+          points.Finish(batch);
+          return true;
+        }
+        if (!state->reserved.empty()) {
+          *batch = state->reserved.back().release();
+          state->reserved.pop_back();
+          return true;
+        }
+        if (state->done) return false;
+        state->done = true;
+        AppendFlushMark(1, {.fragment_rows = state->points + state->tail, .tail_rows = state->tail},
+                        state->last);
+        state->last.Finish(batch);
+        return true;
+      },
+      &out);
   return out;
 }
 

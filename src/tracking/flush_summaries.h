@@ -12,12 +12,23 @@
 // A flush's append (levels.h, FlushStream) ends with reserved rows that
 // describe it: a statistics row per series (its first and last step and the
 // count of its points there), the level rows of those points and a flush
-// mark counting the append's rows. One scan of a fragment's reserved rows
-// (series_id = 0) reads them all. The statistics rows are kept whole, so
+// mark counting the append's rows. The statistics rows are kept whole, so
 // that reads of series' statistics (RepoImpl::ReadDeltas) scan only the
 // fragments without a summary. A compaction that merges flushed
 // fragments copies those rows, so the merged fragment's summary is theirs
 // combined.
+//
+// How a summary is read: a fragment whose last row is a flush mark that
+// describes it (levels.h, FlushTail: the fragment's rows as written, and
+// how many of its last rows hold all of its reserved rows) is read by
+// address, two takes for all such fragments (their last rows, then their
+// tails), so that a new handle's first statistics read costs the reserved
+// rows, not a scan of every point's series_id. Flushes write such
+// fragments, and so does the merge of unsorted fragments
+// (MergedFlushesStream: points first, then every reserved row, then a mark
+// for the whole). Any other fragment (Lance's compaction of several, one
+// with deleted rows, an earlier build's) is read by one scan of its
+// reserved rows (series_id = 0).
 //
 // What a summary may be trusted for, by the fragment as it is now:
 //   - bounded (the statistics rows' counts plus the reserved rows add up to
@@ -85,6 +96,20 @@ class FlushSummaries {
  public:
   using ById = std::map<uint64_t, std::shared_ptr<const FlushSummary>>;
 
+  // With `by_address` false every summary is read by a scan: for tests
+  // that compare the two ways.
+  explicit FlushSummaries(bool by_address = true) : by_address_(by_address) {}
+
+  // How the summaries read so far were read, in fragments.
+  struct Reads {
+    uint64_t by_address = 0;
+    uint64_t scanned = 0;
+  };
+  Reads reads() const {
+    std::lock_guard lock(mu_);
+    return reads_;
+  }
+
   // The summaries of `metrics`' fragments, by fragment id, reading those
   // not read before (in one scan); fragments optimize wrote are absent.
   ById Of(const lance::Dataset& metrics);
@@ -98,8 +123,18 @@ class FlushSummaries {
                                        const std::vector<StepSpan>& spans);
 
  private:
-  std::mutex mu_;
+  const bool by_address_;
+  mutable std::mutex mu_;
+  Reads reads_;
   std::unordered_map<std::string, std::shared_ptr<const FlushSummary>> by_files_;
 };
+
+// The rows of `fragments` of metrics (unsorted ones, see
+// RepoImpl::MergeUnsortedMetrics) as one new fragment's: their points in
+// their order, then all their reserved rows in theirs, then a flush mark
+// that counts itself and describes that tail, so that the merged fragment's
+// summary is read by address too.
+arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
+                                       const std::vector<uint64_t>& fragments);
 
 }  // namespace kv0::tracking

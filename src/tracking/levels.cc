@@ -236,15 +236,39 @@ arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> 
   AppendMetricsRows(points, marks, /*exact_deltas=*/false, b);
   OptimizeStats ignored;
   AppendLevelRows(FlushLevels(points), &ignored, b);
-  const int64_t rows = b.num_rows() + 1;  // this mark included
+  const uint64_t rows = static_cast<uint64_t>(b.num_rows()) + 1;  // this mark included
+  AppendFlushMark(static_cast<int64_t>(rows),
+                  {.fragment_rows = rows, .tail_rows = rows - points.size()}, b);
+  return arrow::OneBatch(MetricsSchema(), b);
+}
+
+std::string FlushTail::Encode() const {
+  std::string out(kEncodedSize, '\0');
+  out[0] = static_cast<char>(kFormatVersion);
+  std::memcpy(out.data() + 1, &fragment_rows, 8);
+  std::memcpy(out.data() + 9, &tail_rows, 8);
+  return out;
+}
+
+std::optional<FlushTail> FlushTail::Decode(std::string_view bytes) {
+  if (bytes.size() != kEncodedSize || static_cast<uint8_t>(bytes[0]) != kFormatVersion) {
+    return std::nullopt;
+  }
+  FlushTail tail;
+  std::memcpy(&tail.fragment_rows, bytes.data() + 1, 8);
+  std::memcpy(&tail.tail_rows, bytes.data() + 9, 8);
+  if (tail.tail_rows == 0 || tail.tail_rows > tail.fragment_rows) return std::nullopt;
+  return tail;
+}
+
+void AppendFlushMark(int64_t counted_rows, const FlushTail& tail, arrow::BatchBuilder& b) {
   b.uint64(0).Append(kReservedSeriesId);
   b.int64(1).Append(0);
-  b.int64(2).Append(rows);
+  b.int64(2).Append(counted_rows);
   b.timestamp(3).Append(static_cast<int64_t>(WallNanos() / 1000));
   b.float64(4).Append(kFlushMarkValue);
-  b.binary(5).AppendNull();
+  b.binary(5).Append(tail.Encode());
   b.uint64(6).AppendNull();
-  return arrow::OneBatch(MetricsSchema(), b);
 }
 
 std::set<uint64_t> FragmentList(const std::map<std::string, std::string>& metadata,

@@ -34,7 +34,13 @@
 // flush mark, which says how many rows the append wrote:
 //
 //   series_id 0, step 0, epoch = the rows of the append, the mark included,
-//   value = kFlushMarkValue, seq null, stats null
+//   value = kFlushMarkValue, seq null, stats = a FlushTail (below)
+//
+// The append's reserved rows (statistics, WAL marks, levels, the mark) come
+// after its points, so they form the fragment's tail, and the mark, its
+// last row, says how long that tail is: a reader takes the tail by address
+// instead of scanning every point for series_id 0 (flush_summaries.h).
+// Marks written before the tail was recorded have stats null.
 //
 // A fragment whose marks add up to its rows has the cells of all its points
 // (a compaction that merges such fragments copies their marks); one that
@@ -46,6 +52,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -113,6 +120,33 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats
 // A flush's append: MetricsStream's rows, the level rows of the points and
 // the flush mark (see above).
 arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> marks);
+
+// What a flush mark says of the fragment it ends, in its stats column:
+//
+//   offset size field
+//        0    1 format version (1)
+//        1    8 fragment_rows  u64: the fragment's rows as written
+//        9    8 tail_rows      u64: its last rows, the mark included, that
+//                              hold every reserved row of the fragment
+//
+// It holds only while the fragment has exactly fragment_rows rows and no
+// row deleted: a compaction that appends other fragments' rows before it,
+// or drops deleted ones, changes the count, and readers then scan.
+struct FlushTail {
+  static constexpr uint8_t kFormatVersion = 1;
+  static constexpr size_t kEncodedSize = 17;
+  uint64_t fragment_rows = 0;
+  uint64_t tail_rows = 0;
+
+  std::string Encode() const;
+  // nullopt for anything but a well-formed tail of version 1 with
+  // 1 <= tail_rows <= fragment_rows.
+  static std::optional<FlushTail> Decode(std::string_view bytes);
+};
+
+// Appends a flush mark that counts `counted_rows` rows (its epoch) and
+// describes `tail`.
+void AppendFlushMark(int64_t counted_rows, const FlushTail& tail, arrow::BatchBuilder& b);
 
 // The fragment ids listed under `key` in a dataset's metadata (empty if the
 // key is absent or not a JSON array of ids).

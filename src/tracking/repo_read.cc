@@ -199,8 +199,17 @@ std::map<uint64_t, StatsDelta> RepoImpl::ReadDeltas(
     if (!summaries.count(f.id)) scanned.push_back(f.id);
   }
   std::map<uint64_t, StatsDelta> out = ReadDeltasIn(metrics, ids, scanned);
+  // Each summary is walked from its smaller side: a catalog asks for every
+  // series, of which a fragment holds a few.
   const std::vector<uint64_t> wanted = Unique(ids);
+  const std::unordered_set<uint64_t> wanted_set(wanted.begin(), wanted.end());
   for (const auto& [fragment, summary] : summaries) {
+    if (summary->deltas.size() < wanted.size()) {
+      for (const auto& [id, delta] : summary->deltas) {
+        if (wanted_set.count(id)) out[id].Merge(delta);
+      }
+      continue;
+    }
     for (uint64_t id : wanted) {
       auto found = summary->deltas.find(id);
       if (found != summary->deltas.end()) out[id].Merge(found->second);

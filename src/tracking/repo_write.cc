@@ -7,6 +7,7 @@
 #include <random>
 #include <set>
 
+#include "tracking/flush_summaries.h"
 #include "tracking/levels.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
@@ -496,9 +497,11 @@ void RepoImpl::MaybeCompact(int table) {
 // sorted: Lance's compaction would merge them too (they are small when a
 // series is), and a sorted fragment gone makes the next optimize rewrite the
 // whole table and, until then, keeps reads off the levels. So the unsorted
-// ones are copied, rows and order unchanged, into one fragment that replaces
-// them in one Update. (The metrics marks wait for optimize's rewrite: a
-// delete by predicate would scan the whole table at every flush.)
+// ones are copied, rows unchanged, into one fragment that replaces them in
+// one Update, their reserved rows gathered at its end where a reader finds
+// them by address (flush_summaries.h). (The metrics marks wait for
+// optimize's rewrite: a delete by predicate would scan the whole table at
+// every flush.)
 void RepoImpl::MergeUnsortedMetrics() {
   lance::Dataset& metrics = *tables_[kMetrics];
   const std::set<uint64_t> sorted = FragmentList(metrics.Metadata(), kSortedFragmentsKey);
@@ -508,9 +511,7 @@ void RepoImpl::MergeUnsortedMetrics() {
   }
   if (small.size() <= options_.max_fragments) return;
   try {
-    lance::ScanOptions scan;
-    scan.fragment_ids = small;
-    metrics.CommitUpdate(small, metrics.WriteFragments(metrics.ScanStream(scan)));
+    metrics.CommitUpdate(small, metrics.WriteFragments(MergedFlushesStream(metrics, small)));
   } catch (const Error&) {
     // A concurrent optimize or merge took them; the next flush tries again.
   }
