@@ -3,6 +3,7 @@
 
 #include "tracking/flush_summaries.h"
 
+#include <optional>
 #include <set>
 
 #include "kv0/error.h"
@@ -28,26 +29,37 @@ const std::vector<std::string>& ReservedColumns() {
 }
 
 // Adds the reserved rows of `batch` (rows of other series are skipped) to
-// the summaries of their fragments in `out`.
-void Count(const arrow::Batch& batch, std::map<uint64_t, std::shared_ptr<FlushSummary>>* out) {
+// the summaries of their fragments in `out`. A batch without the stats
+// column defers its statistics rows instead: their addresses go to
+// `deferred`, for a batch of them with the column.
+void Count(const arrow::Batch& batch, std::map<uint64_t, std::shared_ptr<FlushSummary>>* out,
+           std::vector<uint64_t>* deferred = nullptr) {
   arrow::UInt64Column series(batch, "series_id");
   arrow::Int64Column step(batch, "step"), epoch(batch, "epoch");
   arrow::Float64Column value(batch, "value");
-  arrow::BinaryColumn stats(batch, "stats");
+  std::optional<arrow::BinaryColumn> stats;
+  if (batch.FindColumn("stats") >= 0) stats.emplace(batch, "stats");
   arrow::UInt64Column seq(batch, "seq"), address(batch, lance::kRowAddress);
   for (int64_t i = 0; i < batch.num_rows(); ++i) {
     if (series.value(i) != kReservedSeriesId) continue;
     auto found = out->find(address.value(i) >> 32);
     if (found == out->end()) continue;
     FlushSummary& summary = *found->second;
-    summary.counted_rows++;
     const uint64_t series_id = static_cast<uint64_t>(step.value(i));
     if (epoch.is_null(i)) {  // a statistics row
-      if (stats.is_null(i)) continue;
-      const StatsDelta delta = StatsDelta::Decode(stats.value(i));
+      if (!stats) {
+        deferred->push_back(address.value(i));
+        continue;
+      }
+      summary.counted_rows++;
+      if (stats->is_null(i)) continue;
+      const StatsDelta delta = StatsDelta::Decode(stats->value(i));
       summary.counted_rows += delta.count();
       summary.deltas[series_id].Merge(delta);
-    } else if (value.value(i) == kFlushMarkValue) {
+      continue;
+    }
+    summary.counted_rows++;
+    if (value.value(i) == kFlushMarkValue) {
       summary.marked_rows += static_cast<uint64_t>(epoch.value(i));
     } else if ((value.value(i) == kLevelRowValue || value.value(i) == kTopLevelRowValue) &&
                !seq.is_null(i)) {
@@ -117,8 +129,17 @@ void ReadSummaries(const lance::Dataset& metrics, const std::vector<lance::Fragm
         addresses.push_back(f.id << 32 | row);
       }
     }
-    auto reader = metrics.Take(addresses, ReservedColumns());
-    while (auto batch = reader.Next()) Count(*batch, out);
+    // The tails without their stats column, whose level rows' cells are
+    // most of the bytes and not needed here; then the statistics rows'.
+    std::vector<std::string> columns = ReservedColumns();
+    std::erase(columns, "stats");
+    std::vector<uint64_t> statistics;
+    auto reader = metrics.Take(addresses, columns);
+    while (auto batch = reader.Next()) Count(*batch, out, &statistics);
+    if (!statistics.empty()) {
+      auto rows = metrics.Take(statistics, ReservedColumns());
+      while (auto batch = rows.Next()) Count(*batch, out);
+    }
     reads->by_address += tails.size();
   }
   std::vector<uint64_t> scanned;

@@ -21,8 +21,8 @@
 // How a summary is read: a fragment whose last row is a flush mark that
 // describes it (levels.h, FlushTail: the fragment's rows as written, and
 // how many of its last rows hold all of its reserved rows) is read by
-// address, two takes for all such fragments (their last rows, then their
-// tails), so that a new handle's first statistics read costs the reserved
+// address, three takes for all such fragments (their last rows, their
+// tails without the level rows' cells, then the statistics rows'), so that a new handle's first statistics read costs the reserved
 // rows, not a scan of every point's series_id. Flushes write such
 // fragments, and so does the merge of unsorted fragments
 // (MergedFlushesStream: points first, then every reserved row, then a mark
