@@ -22,8 +22,9 @@
 // describes it (levels.h, FlushTail: the fragment's rows as written, and
 // how many of its last rows hold all of its reserved rows) is read by
 // address, three takes for all such fragments (their last rows, their
-// tails without the level rows' cells, then the statistics rows'), so that a new handle's first statistics read costs the reserved
-// rows, not a scan of every point's series_id. Flushes write such
+// tails without the level rows' cells, then the statistics rows'), so that
+// a new handle's first statistics read costs the reserved rows, not a scan
+// of every point's series_id. Flushes write such
 // fragments, and so does the merge of unsorted fragments
 // (MergedFlushesStream: points first, then every reserved row, then a mark
 // for the whole). Any other fragment (Lance's compaction of several, one
@@ -111,7 +112,8 @@ class FlushSummaries {
   }
 
   // The summaries of `metrics`' fragments, by fragment id, reading those
-  // not read before (in one scan); fragments optimize wrote are absent.
+  // not read before (by address where their marks allow, else in one
+  // scan); fragments optimize wrote are absent.
   ById Of(const lance::Dataset& metrics);
 
   // The ids of `fragments` that may hold a point of `ids` in `spans`, in
@@ -131,9 +133,10 @@ class FlushSummaries {
 
 // The rows of `fragments` of metrics (unsorted ones, see
 // RepoImpl::MergeUnsortedMetrics) as one new fragment's: their points in
-// their order, then all their reserved rows in theirs, then a flush mark
-// that counts itself and describes that tail, so that the merged fragment's
-// summary is read by address too.
+// their order, then all their reserved rows, then a flush mark that counts
+// itself and describes that tail, so that the merged fragment's summary is
+// read by address too. The reserved rows' order is not kept: each says
+// what it is, and a reader only needs them inside the tail.
 arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
                                        const std::vector<uint64_t>& fragments);
 
