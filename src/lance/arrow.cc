@@ -1,5 +1,6 @@
 #include "lance/arrow.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 #include <new>
@@ -201,15 +202,35 @@ void ExportSchema(const Schema& schema, ArrowSchema* out) {
 // ---------------------------------------------------------------------------
 // Builders.
 
+void ColumnBuilder::StartBitmap() {
+  validity_.assign(length_ / 8, 0xFF);
+  if (length_ % 8 != 0) validity_.push_back(static_cast<uint8_t>((1u << (length_ % 8)) - 1));
+}
+
 void ColumnBuilder::AppendValiditySlow(bool valid) {
-  if (!valid && null_count_ == 0) {
-    // The first null: write out the bits of the rows so far, all valid.
-    validity_.assign(length_ / 8, 0xFF);
-    if (length_ % 8 != 0) validity_.push_back(static_cast<uint8_t>((1u << (length_ % 8)) - 1));
-  }
+  if (!valid && null_count_ == 0) StartBitmap();
   if (!valid || null_count_ > 0) AppendBit(&validity_, length_, valid);
   length_++;
   if (!valid) null_count_++;
+}
+
+void ColumnBuilder::AppendValidities(size_t n, const uint8_t* valid) {
+  const size_t nulls = valid == nullptr ? 0 : static_cast<size_t>(std::count(valid, valid + n, 0));
+  if (nulls == 0 && null_count_ == 0) {
+    length_ += static_cast<int64_t>(n);
+    return;
+  }
+  if (null_count_ == 0) StartBitmap();
+  // Bits past the last row are 0 (AppendBit and StartBitmap leave them so).
+  const auto first = static_cast<size_t>(length_);
+  validity_.resize((first + n + 7) / 8, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (valid == nullptr || valid[i] != 0) {
+      validity_[(first + i) / 8] |= static_cast<uint8_t>(1u << ((first + i) % 8));
+    }
+  }
+  length_ += static_cast<int64_t>(n);
+  null_count_ += static_cast<int64_t>(nulls);
 }
 
 ColumnBuilder::Buffer ColumnBuilder::TakeValidity() {
@@ -273,6 +294,14 @@ template <Type kType>
 void VarBinaryBuilder<kType>::AppendNull() {
   Put(&offsets_, static_cast<int32_t>(data_.size()));
   AppendValidity(false);
+}
+
+template <Type kType>
+void VarBinaryBuilder<kType>::AppendNulls(size_t n) {
+  const auto end = static_cast<int32_t>(data_.size());
+  for (size_t i = 0; i < n; ++i) Put(&offsets_, end);
+  std::vector<uint8_t> none(n, 0);
+  AppendValidities(n, none.data());
 }
 
 template <Type kType>

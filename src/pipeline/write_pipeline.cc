@@ -14,6 +14,7 @@ void Batch::Append(Batch&& later) {
     }
   }
   later.marks_.clear();
+  later.last_mark_ = {};
   AppendWrites(std::move(later));
 }
 
@@ -23,13 +24,17 @@ const Batch::Marks& Batch::marks(int table) const {
 }
 
 void Batch::NoteMark(int table, const std::string& writer_id, uint64_t seq) {
-  if (static_cast<size_t>(table) >= marks_.size()) marks_.resize(table + 1);
-  uint64_t& mark = marks_[table][writer_id];
-  mark = std::max(mark, seq);
+  if (table != last_mark_.table || *last_mark_.writer_id != writer_id) {
+    if (static_cast<size_t>(table) >= marks_.size()) marks_.resize(table + 1);
+    auto entry = marks_[table].try_emplace(writer_id, 0).first;
+    last_mark_ = {table, &entry->first, &entry->second};  // a map's entries stay put
+  }
+  *last_mark_.seq = std::max(*last_mark_.seq, seq);
 }
 
 void Batch::ClearMarks(int table) {
   if (static_cast<size_t>(table) < marks_.size()) marks_[table].clear();
+  if (table == last_mark_.table) last_mark_ = {};
 }
 
 // --- Locked ----------------------------------------------------------------------

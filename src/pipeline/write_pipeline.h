@@ -80,6 +80,9 @@ class Batch {
   // Per WAL writer id, the highest seq of its records in a batch.
   using Marks = std::map<std::string, uint64_t>;
 
+  Batch() = default;
+  Batch(const Batch&) = delete;  // last_mark_ points into marks_
+  Batch& operator=(const Batch&) = delete;
   virtual ~Batch() = default;
   virtual bool empty() const = 0;
 
@@ -98,6 +101,13 @@ class Batch {
 
  private:
   std::vector<Marks> marks_;  // by table
+  // The entry NoteMark changed last: every record a write logs notes a
+  // mark, nearly always the same writer's in the same table.
+  struct LastMark {
+    int table = -1;
+    const std::string* writer_id = nullptr;  // the key of *seq's entry
+    uint64_t* seq = nullptr;
+  } last_mark_;
 };
 
 // What a layer plugs into the pipeline.

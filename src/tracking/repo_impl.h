@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
@@ -108,11 +109,9 @@ struct kv0::tracking::Run::State {
     nlohmann::json context;
     SeriesState* series;
   };
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view key) const { return std::hash<std::string_view>()(key); }
-  };
-  std::unordered_map<std::string, std::vector<Known>, Hash, std::equal_to<>> series;
+  // Looked up by string_view on every Track, with absl's hash (std::hash
+  // of a string cost Track a tenth of its time).
+  absl::flat_hash_map<std::string, std::vector<Known>> series;
 
   // nullptr when (name, context) is not known yet.
   kv0::tracking::SeriesState* FindSeries(std::string_view name,

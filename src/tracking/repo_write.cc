@@ -262,7 +262,7 @@ void RepoImpl::MarkDirty(std::span<const uint64_t> ids) {
 }
 
 SeriesState* Run::State::FindSeries(std::string_view name, const nlohmann::json& context) const {
-  auto found = series.find(name);
+  auto found = series.find(absl::string_view(name.data(), name.size()));
   if (found == series.end()) return nullptr;
   for (const Known& k : found->second) {
     if (SameJson(k.context, context)) return k.series;
@@ -272,7 +272,7 @@ SeriesState* Run::State::FindSeries(std::string_view name, const nlohmann::json&
 
 void Run::State::AddSeries(std::string_view name, const nlohmann::json& context,
                            SeriesState* known) {
-  auto found = series.find(name);
+  auto found = series.find(absl::string_view(name.data(), name.size()));
   if (found == series.end()) found = series.emplace(std::string(name), std::vector<Known>{}).first;
   found->second.push_back({context, known});
 }

@@ -225,26 +225,15 @@ void AppendMetricsRows(const PointBuffer& points, std::span<const Mark> marks, b
                        arrow::BatchBuilder& b) {
   b.uint64(0).Append(std::span<const uint64_t>(points.series_ids));
   b.int64(1).Append(std::span<const int64_t>(points.steps));
-  auto& epoch = b.int64(2);
-  for (size_t i = 0; i < points.size(); ++i) {
-    if (points.has_epoch[i]) {
-      epoch.Append(points.epochs[i]);
-    } else {
-      epoch.AppendNull();
-    }
-  }
+  // Whole columns at a time: a flush runs beside Track, and when it falls
+  // behind Track waits for it.
+  b.int64(2).Append(std::span<const int64_t>(points.epochs), points.has_epoch);
   b.timestamp(3).Append(std::span<const int64_t>(points.timestamps_us));
   b.float64(4).Append(std::span<const double>(points.values));
-  auto& stats = b.binary(5);
-  for (size_t i = 0; i < points.size(); ++i) stats.AppendNull();
-  auto& seq = b.uint64(6);
-  for (uint64_t s : points.seqs) {
-    if (s != 0) {
-      seq.Append(s);
-    } else {
-      seq.AppendNull();
-    }
-  }
+  b.binary(5).AppendNulls(points.size());
+  std::vector<uint8_t> has_seq(points.size());
+  for (size_t i = 0; i < points.size(); ++i) has_seq[i] = points.seqs[i] != 0;
+  b.uint64(6).Append(std::span<const uint64_t>(points.seqs), has_seq);
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const auto& [id, delta] : points.deltas) {
     b.uint64(0).Append(kReservedSeriesId);

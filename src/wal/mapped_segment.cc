@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -59,6 +61,25 @@ MappedFile CreateMappedSegment(const std::string& path, uint64_t capacity) {
     ThrowIOError(path, what, err);
   }
   return {fd, std::make_shared<Mapping>(static_cast<char*>(data), capacity, path)};
+}
+
+int WriteZerosAhead(int fd, uint64_t from, uint64_t to) {
+  static constexpr size_t kPart = 64 << 10;
+  static const char zeros[kPart] = {};
+  while (from < to) {
+    iovec parts[16];
+    int count = 0;
+    for (uint64_t at = from; at < to && count < 16; at += kPart) {
+      parts[count++] = {const_cast<char*>(zeros),
+                        static_cast<size_t>(std::min<uint64_t>(kPart, to - at))};
+    }
+    size_t written = 0;
+    int err = CurrentFiles().Write(fd, parts, count, from, &written);
+    if (err != 0) return err;
+    if (written == 0) return EIO;
+    from += written;
+  }
+  return 0;
 }
 
 void WriteMappedRecord(char* at, const char* header, std::string_view payload) {

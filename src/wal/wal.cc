@@ -221,6 +221,7 @@ void Log::AppendMappedLocked(const char* header, std::string_view payload) {
   const uint64_t need = MappedRecordSize(payload.size());
   if (map_ && size_ + need > map_->size()) CloseMappedLocked();
   if (!map_) OpenSegmentLocked(need);
+  if (size_ + need > zeroed_) ZeroAheadLocked(size_ + need);
   char* at = map_->data() + size_;
   WriteMappedRecord(at, header, payload);
   if (mode_ == WalSync::kAlways) {
@@ -232,6 +233,16 @@ void Log::AppendMappedLocked(const char* header, std::string_view payload) {
     synced_ = appended_;
     map_synced_ = size_;
   }
+}
+
+void Log::ZeroAheadLocked(uint64_t end) {
+  // Chunks double from 64 KiB to 1 MiB: a segment that ends after a few
+  // records (a short flush) writes little, a long one seldom.
+  const uint64_t chunk = std::clamp<uint64_t>(zeroed_, 64 << 10, 1 << 20);
+  const uint64_t to = std::min(map_->size(), std::max(end, zeroed_ + chunk));
+  // A failure leaves the stores to fault their pages in, as without it, and
+  // stops the writes ahead for this segment rather than failing each append.
+  zeroed_ = WriteZerosAhead(fd_, zeroed_, to) == 0 ? to : map_->size();
 }
 
 void Log::CloseMappedLocked() {
@@ -450,6 +461,7 @@ void Log::OpenSegmentLocked(uint64_t capacity) {
   fd_ = fd;
   map_ = std::move(map);
   map_synced_ = 0;
+  zeroed_ = 0;
   segment_path_ = std::move(path);
   number_ = number;
   size_ = 0;

@@ -169,6 +169,9 @@ class Log {
   void OpenSegmentLocked(uint64_t capacity = 0);
   // header holds the record header EncodeHeader wrote.
   void AppendMappedLocked(const char* header, std::string_view payload);
+  // Writes zeros ahead of the records of the mapped segment up to at least
+  // `end` (mapped_segment.h, WriteZerosAhead, says why).
+  void ZeroAheadLocked(uint64_t end);
   // Syncs (unless kNone), unmaps, cuts and closes the current mapped segment.
   // Throws kIOError if it cannot be synced; nothing changes then.
   void CloseMappedLocked();
@@ -197,6 +200,7 @@ class Log {
   // (fd_ < 0) or it awaits a cut (bad_tail_).
   std::shared_ptr<Mapping> map_;
   uint64_t map_synced_ = 0;  // bytes of it known durable
+  uint64_t zeroed_ = 0;      // bytes of it written ahead as zeros (or given up on)
   uint64_t appended_ = 0;    // records appended over the log's life
   uint64_t synced_ = 0;      // how many of them are known durable
   bool closed_ = false;

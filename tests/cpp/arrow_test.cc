@@ -417,6 +417,50 @@ TEST(ArrowTest, AppendingASpanMatchesAppendingEachValue) {
             (std::vector<std::optional<double>>{0.5, 1.5, 0.5, 1.5, std::nullopt, std::nullopt}));
 }
 
+TEST(ArrowTest, AppendingWithValidityMatchesAppendingEachValue) {
+  Schema schema = {{"a", Type::kInt64}, {"b", Type::kBinary}, {"c", Type::kUInt64}};
+  BatchBuilder builder(schema);
+  std::vector<int64_t> ints = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<uint8_t> some = {1, 0, 1, 1, 0, 1, 1, 1, 1, 0};
+  std::vector<uint8_t> all(10, 1);
+  // a: all valid before any null (no bitmap yet), then some null across a
+  // byte boundary, then all valid again after nulls.
+  builder.int64(0).Append(std::span<const int64_t>(ints).first(3), std::span(all).first(3));
+  builder.int64(0).Append(std::span<const int64_t>(ints), some);
+  builder.int64(0).Append(std::span<const int64_t>(ints).first(2), std::span(all).first(2));
+  // b: runs of nulls between values.
+  builder.binary(1).Append("x");
+  builder.binary(1).AppendNulls(9);
+  builder.binary(1).Append("yz");
+  builder.binary(1).AppendNulls(0);
+  builder.binary(1).AppendNulls(4);
+  // c: no nulls at all keeps no bitmap.
+  std::vector<uint64_t> big(15, 42);
+  builder.uint64(2).Append(std::span<const uint64_t>(big), std::vector<uint8_t>(15, 1));
+  Batch batch = Import(schema, Finish(builder));
+  ASSERT_EQ(batch.num_rows(), 15);
+  Int64Column a(batch, "a");
+  BinaryColumn b(batch, "b");
+  UInt64Column c(batch, "c");
+  std::vector<std::optional<int64_t>> got_a, want_a = {1, 2, 3};
+  std::vector<std::optional<std::string>> got_b, want_b = {"x"};
+  for (size_t i = 0; i < ints.size(); ++i) {
+    want_a.push_back(some[i] ? std::optional(ints[i]) : std::nullopt);
+  }
+  want_a.insert(want_a.end(), {1, 2});
+  want_b.insert(want_b.end(), 9, std::nullopt);
+  want_b.push_back("yz");
+  want_b.insert(want_b.end(), 4, std::nullopt);
+  for (int64_t i = 0; i < 15; ++i) {
+    got_a.push_back(a.is_null(i) ? std::nullopt : std::optional(a.value(i)));
+    got_b.push_back(b.is_null(i) ? std::nullopt : std::optional(std::string(b.value(i))));
+    EXPECT_FALSE(c.is_null(i));
+    EXPECT_EQ(c.value(i), 42u);
+  }
+  EXPECT_EQ(got_a, want_a);
+  EXPECT_EQ(got_b, want_b);
+}
+
 TEST(ArrowTest, FinishChecksLengthsAndNullability) {
   Schema schema = {{"id", Type::kUInt64, false}, {"key", Type::kBinary}};
   BatchBuilder builder(schema);

@@ -561,5 +561,47 @@ TEST_F(PipelineTest, UpdateOfANewRunDuringItsFlushSeesTheRun) {
   EXPECT_EQ(repo.GetRun(run.run_id())->name, "renamed");
 }
 
+// Marks through NoteMark's shortcut to the entry it changed last: whichever
+// writer, table, clear or append comes between, every mark is the highest
+// seq noted for its writer and table since the table was last cleared.
+class MarksOnlyBatch : public pipeline::Batch {
+ public:
+  bool empty() const override { return true; }
+
+ protected:
+  void AppendWrites(Batch&&) override {}
+};
+
+TEST(BatchMarksTest, EachWriterAndTableKeepsItsHighestSeq) {
+  const std::string a = "aaaaaaaaaaaaaaaa", b = "bbbbbbbbbbbbbbbb";
+  MarksOnlyBatch batch;
+  batch.NoteMark(3, a, 10);
+  batch.NoteMark(3, a, 7);
+  batch.NoteMark(3, std::string(a), 12);  // an equal id held elsewhere
+  batch.NoteMark(3, b, 5);
+  batch.NoteMark(1, a, 4);
+  batch.NoteMark(3, a, 11);
+  EXPECT_EQ(batch.marks(3), (pipeline::Batch::Marks{{a, 12}, {b, 5}}));
+  EXPECT_EQ(batch.marks(1), (pipeline::Batch::Marks{{a, 4}}));
+
+  batch.ClearMarks(3);
+  batch.NoteMark(3, a, 2);  // after a clear, not the old entry
+  EXPECT_EQ(batch.marks(3), (pipeline::Batch::Marks{{a, 2}}));
+
+  MarksOnlyBatch later;
+  later.NoteMark(3, a, 20);
+  later.NoteMark(2, b, 30);
+  batch.Append(std::move(later));
+  batch.NoteMark(3, a, 1);
+  EXPECT_EQ(batch.marks(3), (pipeline::Batch::Marks{{a, 20}}));
+  EXPECT_EQ(batch.marks(2), (pipeline::Batch::Marks{{b, 30}}));
+  EXPECT_EQ(batch.marks(1), (pipeline::Batch::Marks{{a, 4}}));
+  // The appended batch starts over, its shortcut included.
+  EXPECT_TRUE(later.marks(3).empty());
+  later.NoteMark(3, a, 3);
+  EXPECT_EQ(later.marks(3), (pipeline::Batch::Marks{{a, 3}}));
+  EXPECT_EQ(batch.marks(3), (pipeline::Batch::Marks{{a, 20}}));
+}
+
 }  // namespace
 }  // namespace kv0

@@ -727,6 +727,39 @@ TEST_F(WalTest, MappedRecordsSpanSegments) {
   EXPECT_TRUE(ClaimOnly(ds_) == after);
 }
 
+// A mapped log writes zeros ahead of its records through the files layer
+// (so that its stores find their pages in the page cache); when those
+// writes fail, appends go on as before and lose nothing.
+TEST_F(WalTest, MappedZerosWrittenAheadAreOnlyAnAid) {
+  FaultInjectingFiles files(ds_);
+  SetFilesForTesting(&files);
+  auto log = Log::Open(ds_, WalSync::kBatch, /*mapped=*/true, 1 << 20);
+  std::vector<std::string> records;
+  auto append = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      records.push_back(RandomBytes(1000, records.size()));
+      log->Append(records.back());
+    }
+  };
+  append(1);
+  const uint64_t first = files.count(FaultInjectingFiles::Op::kWrite);
+  EXPECT_GT(first, 0u);
+  append(300);  // past the first chunks
+  EXPECT_GT(files.count(FaultInjectingFiles::Op::kWrite), first);
+  files.FailAll(FaultInjectingFiles::Op::kWrite);
+  append(900);  // the rest of the segment and into the next, whose writes fail too
+  log->Seal();
+  append(10);
+  files.Clear();
+  log->Seal();
+  const uint64_t before = files.count(FaultInjectingFiles::Op::kWrite);
+  append(10);
+  EXPECT_GT(files.count(FaultInjectingFiles::Op::kWrite), before);
+  log.reset();
+  SetFilesForTesting(nullptr);
+  EXPECT_TRUE(ClaimOnly(ds_) == records);
+}
+
 TEST_F(WalTest, MappedSealedSegmentsHoldExactlyTheirRecords) {
   auto log = Log::Open(ds_, WalSync::kNone, /*mapped=*/true, 100);
   std::string dir = log->dir();
