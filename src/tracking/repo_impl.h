@@ -109,8 +109,9 @@ struct kv0::tracking::Run::State {
     nlohmann::json context;
     SeriesState* series;
   };
-  // Looked up by string_view on every Track, with absl's hash (std::hash
-  // of a string cost Track a tenth of its time).
+  // Looked up by string_view on every Track, with absl's hash: the lookup,
+  // with std::hash and a node-based map, was about a tenth of Track's
+  // samples in a profile.
   absl::flat_hash_map<std::string, std::vector<Known>> series;
 
   // nullptr when (name, context) is not known yet.
