@@ -18,7 +18,11 @@ never asserted.
 Reported per N: commits per second (manifests written, all tables), points
 per second, finish p50 / p95 / max, manifest writes lost to another writer
 (a conditional PUT refused) per commit, requests and bytes per commit, and
-which tables the commits went to.
+which tables the commits went to. Then the catalog a tracker's UI loads when
+it starts, read from a new process (this script in catalog mode): open, every
+run, every run's parameters, every series and each series' statistics; the
+median of CATALOG_REPEAT processes, timed from after the imports, with the
+requests it made.
 
     .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
         [--json FILE]
@@ -47,6 +51,7 @@ RUN_SECONDS = 2.0
 STEP_SLEEP = 0.01
 FLUSH_INTERVAL = 1.0
 WAIT = 300.0  # seconds a process waits for the others
+CATALOG_REPEAT = 3  # new processes that read the catalog, per N
 
 
 # --- The server ------------------------------------------------------------------------
@@ -193,6 +198,42 @@ def worker(config_path: str) -> None:
     out.with_suffix(".tmp").rename(out)
 
 
+def catalog(config_path: str) -> None:
+    """Catalog mode: reads the catalog once and prints its time and size."""
+    from kv0.tracking import Repo
+
+    config = json.loads(Path(config_path).read_text())
+    start = time.monotonic()
+    repo = Repo(config["uri"], storage_options=config["storage_options"],
+                wal_dir=config["wal_dir"])
+    runs = repo.runs()
+    params = repo.all_params()
+    series = repo.all_series()
+    stats = repo.series_stats([s["series_id"] for s in series])
+    seconds = time.monotonic() - start
+    repo.close()
+    print(json.dumps({"seconds": seconds, "runs": len(runs), "params": len(params),
+                      "series": len(stats)}))
+
+
+def catalog_reads(n: int, uri: str, options: dict, counting: CountingApp,
+                  scratch: Path) -> dict:
+    """The median of CATALOG_REPEAT catalog processes, with their requests."""
+    times, requests, size = [], [], {}
+    for k in range(CATALOG_REPEAT):
+        config = scratch / f"catalog-{n}-{k}.json"
+        config.write_text(json.dumps({"uri": uri, "storage_options": options,
+                                      "wal_dir": str(scratch / f"wal-catalog-{n}-{k}")}))
+        counting.take()
+        out = subprocess.run([sys.executable, __file__, "--catalog", str(config)],
+                             check=True, capture_output=True, text=True).stdout
+        requests.append(sum(count for count, _, _ in counting.take().values()))
+        size = json.loads(out.strip().splitlines()[-1])
+        times.append(size.pop("seconds"))
+    return {"catalog_s": statistics.median(times), "catalog_s_all": times,
+            "catalog_requests": statistics.median(requests), "catalog_size": size}
+
+
 # --- One round: N writers ---------------------------------------------------------------
 
 
@@ -245,6 +286,7 @@ def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: 
     acknowledged = {run: steps for r in results for run, steps in r["acknowledged"].items()}
     errors = [e for r in results for e in r["errors"]]
     missing = check(uri, options, str(scratch / f"wal-check-{n}"), acknowledged)
+    reads = catalog_reads(n, uri, options, counting, scratch)
 
     commits = collections.Counter()
     lost = requests = sent = received = 0
@@ -286,12 +328,16 @@ def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: 
         "acknowledged_runs": len(acknowledged),
         "missing": missing,
         "errors": errors,
+        **reads,
     }
 
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--worker":
         worker(sys.argv[2])
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--catalog":
+        catalog(sys.argv[2])
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writers", default="1,2,4,8,16")
@@ -328,6 +374,13 @@ def main() -> None:
               f"{r['bytes_up_per_commit'] / 1024:.1f} / {r['bytes_down_per_commit'] / 1024:.1f} | "
               f"{r['writers_cpu_s']:.1f} | {r['server_cpu_s']:.1f} | {r['acknowledged_runs']} | "
               f"{len(r['missing'])} |")
+    print("\n| writers | catalog from a new process, s (median of "
+          f"{CATALOG_REPEAT}) | requests | runs | series |")
+    print("|---:|---:|---:|---:|---:|")
+    for r in rounds:
+        size = r["catalog_size"]
+        print(f"| {r['writers']} | {r['catalog_s']:.3f} | {r['catalog_requests']:.0f} | "
+              f"{size['runs']} | {size['series']} |")
     print("\ncommits by table (per acknowledged run):")
     for r in rounds:
         runs = max(1, r["acknowledged_runs"])
