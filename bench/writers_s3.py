@@ -4,7 +4,8 @@ Starts moto's S3 server on loopback inside this process, behind a WSGI layer
 that counts every request by table, kind of object (manifest, transaction,
 data, index, deletion, listing), method and status, with the bytes each way.
 Then, for each number of writers N, N processes (this script in worker mode)
-write one new repository for --seconds each, all at once, as a team's
+write one new repository for --seconds each (or, with --runs R, until they
+have written R runs between them), all at once, as a team's
 training jobs would: each creates a run with 5 parameters, tracks 3 metrics
 at about 100 steps a second with a flush every second, finishes the run after
 about 2 s (the finish is timed: it commits the run) and starts the next.
@@ -25,6 +26,7 @@ median of CATALOG_REPEAT processes, timed from after the imports, with the
 requests it made.
 
     .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
+        [--runs R]
         [--json FILE]
 """
 
@@ -165,10 +167,11 @@ def worker(config_path: str) -> None:
     (meet / f"ready-{index}").touch()
     wait_for([meet / "go"])
     deadline = time.monotonic() + config["seconds"]
+    share = config["runs"]  # None: as many as fit before the deadline
     finishes, acknowledged, errors = [], {}, []
     points = 0
     r = 0
-    while time.monotonic() < deadline:
+    while (time.monotonic() < deadline) if share is None else r < share:
         run_id = f"w{index:03d}-r{r:04d}"
         r += 1
         try:
@@ -265,7 +268,8 @@ def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: 
     procs = []
     for i in range(n):
         config = {"uri": uri, "storage_options": options, "wal_dir": str(scratch / f"wal-{n}-{i}"),
-                  "meet": str(meet), "index": i, "seconds": args.seconds}
+                  "meet": str(meet), "index": i, "seconds": args.seconds,
+                  "runs": None if args.runs is None else args.runs // n + (i < args.runs % n)}
         path = meet / f"config-{i}.json"
         path.write_text(json.dumps(config))
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)]))
@@ -342,6 +346,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writers", default="1,2,4,8,16")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--runs", type=int, help="runs in all, shared by the writers "
+                        "(instead of --seconds): the same repository written by 1 or N")
     parser.add_argument("--json")
     args = parser.parse_args()
     import boto3
@@ -361,7 +367,8 @@ def main() -> None:
             rounds.append(round_of(n, args, endpoint, bucket, options, counting, Path(scratch)))
     server.shutdown()
 
-    print(f"\nkv0 writers on one repository on moto S3 (loopback), {args.seconds:g} s each; "
+    size = f"{args.runs} runs in all" if args.runs else f"{args.seconds:g} s"
+    print(f"\nkv0 writers on one repository on moto S3 (loopback), {size} each; "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     print("| writers | commits/s | points/s | finish p50 / p95 / max s | lost manifest writes "
           "per commit | requests per commit | KB up / down per commit | writers CPU s | server "
