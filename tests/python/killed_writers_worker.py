@@ -25,7 +25,7 @@ import kv0
 from kv0 import errors
 from kv0.tracking import Repo
 
-from many_writers_worker import barrier, read_repo, repo_series, repo_value, wait_for
+from many_writers_worker import barrier, read_db, read_repo, repo_series, repo_value, wait_for
 
 FLUSH_INTERVAL = 0.3  # seconds: each worker commits often, so kills land in commits
 KV_OPS = 900  # puts per worker; every 7th op also deletes the key three before
@@ -55,6 +55,12 @@ class Journal:
     def add(self, line: str) -> None:
         os.write(self.fd, (line + "\n").encode())
         self.lines.append(line)
+
+    def acknowledge(self, op: int, last: int) -> None:
+        """Journals op every JOURNAL_EVERY calls and at the last, then pauses."""
+        if op % JOURNAL_EVERY == JOURNAL_EVERY - 1 or op == last:
+            self.add(f"op {op}")
+            time.sleep(PAUSE)
 
 
 # --- kv0.DB: own keys, deletes, one compacting worker ----------------------------------
@@ -88,16 +94,11 @@ def kv_worker(config: dict, journal: Journal) -> dict:
                 db.compact_range()
             except errors.Conflict:
                 pass  # another handle committed meanwhile; a later compaction retries
-        if n % JOURNAL_EVERY == JOURNAL_EVERY - 1 or n == KV_OPS - 1:
-            journal.add(f"op {n}")
-            time.sleep(PAUSE)
+        journal.acknowledge(n, KV_OPS - 1)
     db.flush()
     (meet / f"finished-{index}").touch()
     barrier(meet, "done", index, config["workers"])
-    db.refresh()
-    items = db.iteritems()
-    items.seek_to_first()
-    view = {k.decode(): v.decode() for k, v in items}
+    view = read_db(db)
     db.close()
     return {"view": view}
 
@@ -124,9 +125,7 @@ def repo_worker(config: dict, journal: Journal) -> dict:
                 repo.optimize()
             except errors.Conflict:
                 pass  # another writer committed meanwhile; the next optimize retries
-        if step % JOURNAL_EVERY == JOURNAL_EVERY - 1 or step == REPO_STEPS - 1:
-            journal.add(f"op {step}")
-            time.sleep(PAUSE)
+        journal.acknowledge(step, REPO_STEPS - 1)
     if not journal.has("finished"):
         run.finish()
         journal.add("finished")

@@ -83,12 +83,17 @@ def kv_worker(config: dict) -> dict:
                 conflicts += 1  # another handle's compaction won; a later one retries
     db.flush()
     barrier(meet, "done", index, config["workers"])
+    view = read_db(db)
+    db.close()
+    return {"view": view, "conflicts": conflicts}
+
+
+def read_db(db) -> dict[str, str]:
+    """Everything the store holds now, other handles' commits included."""
     db.refresh()
     items = db.iteritems()
     items.seek_to_first()
-    view = {k.decode(): v.decode() for k, v in items}
-    db.close()
-    return {"view": view, "conflicts": conflicts}
+    return {k.decode(): v.decode() for k, v in items}
 
 
 # --- kv0.tracking.Repo: different runs, optimize --------------------------------------

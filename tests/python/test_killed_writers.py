@@ -29,7 +29,7 @@ import killed_writers_worker as worker
 import kv0
 from conftest import make_store
 from kv0.tracking import Repo
-from many_writers_worker import read_repo, repo_series, repo_value
+from many_writers_worker import read_db, read_repo, repo_series, repo_value
 
 WORKER = Path(worker.__file__)
 WORKERS = 8
@@ -133,9 +133,7 @@ def test_killed_writers_lose_no_acknowledged_key(store, tmp_path):
         assert view == expected, f"{schedule}: worker {i} sees something else"
     with kv0.DB(uri, storage_options=store.options, wal_dir=str(tmp_path / "fresh"),
                 read_only=True) as fresh:
-        items = fresh.iteritems()
-        items.seek_to_first()
-        assert {k.decode(): v.decode() for k, v in items} == expected, schedule
+        assert read_db(fresh) == expected, schedule
 
 
 def test_killed_writers_lose_no_acknowledged_point(store, tmp_path):
