@@ -44,6 +44,11 @@ class Journal:
         text = path.read_text() if path.exists() else ""
         self.lines = text.split("\n")[:-1]  # the last piece has no newline
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if text and not text.endswith("\n"):
+            # Ends the torn piece, so the next line stands alone; read back
+            # later, a torn `op N` is a prefix, a smaller N than the line
+            # before it, which last_op passes over.
+            os.write(self.fd, b"\n")
 
     def has(self, line: str) -> bool:
         return line in self.lines

@@ -94,7 +94,8 @@ def run_killed_writers(kind: str, store, uri: str, tmp_path: Path) -> tuple[list
     try:
         while any(p.poll() is None for p in writers.procs):
             assert time.monotonic() < deadline, f"seed {seed}: workers still running"
-            assert not writers.failed(), f"seed {seed}: " + "\n".join(writers.failed())
+            failed = writers.failed()
+            assert not failed, f"seed {seed}: " + "\n".join(failed)
             time.sleep(rng.uniform(0.2, 1.2))
             candidates = writers.writing()
             if len(kills) < KILLS and candidates:
@@ -103,7 +104,8 @@ def run_killed_writers(kind: str, store, uri: str, tmp_path: Path) -> tuple[list
                 kills.append(victim)
     finally:
         writers.stop()
-    assert not writers.failed(), f"seed {seed}: " + "\n".join(writers.failed())
+    failed = writers.failed()
+    assert not failed, f"seed {seed}: " + "\n".join(failed)
     # Kills stop once every worker has finished writing: a fast run may end
     # with fewer than KILLS, but never with none.
     assert kills, f"seed {seed}: no worker was killed"
