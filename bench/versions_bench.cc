@@ -21,7 +21,6 @@ namespace {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-constexpr std::chrono::seconds kRetention{7 * 24 * 3600};
 constexpr uint64_t kWindow = 1000;      // commits in each window compared
 constexpr uint64_t kFirstVersion = 20;  // the early window starts here
 constexpr size_t kMaxFragments = 32;    // the tracking layer's default max_fragments
@@ -56,24 +55,27 @@ struct RunResult {
   uint64_t compactions = 0;  // commits that merged the fragments, not timed
   Window early, late;
   double wall_s = 0, cpu_s = 0;
-  double rss_mb = 0;  // the process's resident memory with the dataset still open
+  double rss_mb = 0;            // the process's resident memory with the dataset still open
+  uint64_t oldest_version = 0;  // the oldest version kept at the end
+  uint64_t cleanups = 0;        // cleanups kv0's AutoCleanup ran (0 for Lance's hook)
   bool complete = true;
 };
 
 // Appends one row per commit until the dataset is at version `versions`,
 // timing each commit, then waits for background work and checks the rows.
 RunResult Run(const std::string& name, const std::string& uri, const lance::StorageOptions& storage,
-              uint64_t versions, bool lances_hook) {
+              uint64_t versions, std::chrono::seconds retention, bool lances_hook) {
   RunResult result;
   result.name = name;
   auto start = Clock::now();
   double cpu_start = CpuSeconds();
-  auto cleanup = std::make_shared<lance::AutoCleanup>(kRetention);
+  auto cleanup = std::make_shared<lance::AutoCleanup>(retention);
   {
     lance::Dataset dataset = lance::Dataset::Create(uri, storage, kSchema);
     if (lances_hook) {
       dataset.UpdateConfig(
-          {{"lance.auto_cleanup.interval", "20"}, {"lance.auto_cleanup.older_than", "7days"}});
+          {{"lance.auto_cleanup.interval", "20"},
+           {"lance.auto_cleanup.older_than", std::to_string(retention.count()) + "s"}});
     } else {
       dataset.SetAutoCleanup(cleanup);
     }
@@ -106,7 +108,10 @@ RunResult Run(const std::string& name, const std::string& uri, const lance::Stor
     }
     result.commits = rows;
     cleanup->WaitIdle();
-    result.complete = lance::Dataset::Open(uri, storage).CountRows() == rows;
+    result.cleanups = cleanup->cleanups();
+    lance::Dataset reopened = lance::Dataset::Open(uri, storage);
+    result.complete = reopened.CountRows() == rows;
+    result.oldest_version = reopened.OldestVersion().version;
     result.rss_mb = ProcessMemory().resident_mb;
   }
   result.wall_s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -115,20 +120,23 @@ RunResult Run(const std::string& name, const std::string& uri, const lance::Stor
 }
 
 json RunJson(const RunResult& r) {
-  return {{"name", r.name},          {"commits", r.commits},  {"compactions", r.compactions},
-          {"early", r.early.Json()}, {"late", r.late.Json()}, {"wall_s", r.wall_s},
-          {"cpu_s", r.cpu_s},        {"complete", r.complete}};
+  return {{"name", r.name},          {"commits", r.commits},   {"compactions", r.compactions},
+          {"early", r.early.Json()}, {"late", r.late.Json()},  {"wall_s", r.wall_s},
+          {"cpu_s", r.cpu_s},        {"complete", r.complete}, {"oldest_version", r.oldest_version},
+          {"cleanups", r.cleanups}};
 }
 
 void PrintRow(const RunResult& r) {
   auto early = r.early.Json(), late = r.late.Json();
-  std::printf("| %s | %s | %s / %s / %s | %s / %s / %s | %.2fx | %s | %s | %s |\n", r.name.c_str(),
-              WithCommas(static_cast<double>(r.commits)).c_str(), Fixed(early["p50_ms"], 2).c_str(),
-              Fixed(early["p95_ms"], 2).c_str(), Fixed(early["max_ms"], 1).c_str(),
-              Fixed(late["p50_ms"], 2).c_str(), Fixed(late["p95_ms"], 2).c_str(),
-              Fixed(late["max_ms"], 1).c_str(),
+  std::printf("| %s | %s | %s / %s / %s | %s / %s / %s | %.2fx | %s | %s | %s | %s | %s |\n",
+              r.name.c_str(), WithCommas(static_cast<double>(r.commits)).c_str(),
+              Fixed(early["p50_ms"], 2).c_str(), Fixed(early["p95_ms"], 2).c_str(),
+              Fixed(early["max_ms"], 1).c_str(), Fixed(late["p50_ms"], 2).c_str(),
+              Fixed(late["p95_ms"], 2).c_str(), Fixed(late["max_ms"], 1).c_str(),
               late["mean_ms"].get<double>() / early["mean_ms"].get<double>(),
-              Fixed(r.wall_s, 1).c_str(), Fixed(r.cpu_s, 1).c_str(), WithCommas(r.rss_mb).c_str());
+              Fixed(r.wall_s, 1).c_str(), Fixed(r.cpu_s, 1).c_str(), WithCommas(r.rss_mb).c_str(),
+              WithCommas(static_cast<double>(r.oldest_version)).c_str(),
+              r.name == "lance" ? "-" : std::to_string(r.cleanups).c_str());
 }
 
 }  // namespace
@@ -141,25 +149,27 @@ int RunVersionsBench(const VersionsBenchArgs& args) {
     prefix = scratch->path().string();
   }
   auto stamp = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  const std::chrono::seconds retention(args.retention_s);
   // A first dataset warms the process up (threads, allocator, caches), so
   // that the first measured commits are not slower for being the first.
   Run("warm-up", prefix + "/warm-up-" + stamp + ".lance", args.storage, kFirstVersion + kWindow,
-      false);
+      retention, false);
   std::vector<RunResult> runs;
-  runs.push_back(
-      Run("kv0", prefix + "/kv0-" + stamp + ".lance", args.storage, args.versions, false));
-  runs.push_back(
-      Run("lance", prefix + "/lance-" + stamp + ".lance", args.storage, args.lance_versions, true));
+  runs.push_back(Run("kv0", prefix + "/kv0-" + stamp + ".lance", args.storage, args.versions,
+                     retention, false));
+  runs.push_back(Run("lance", prefix + "/lance-" + stamp + ".lance", args.storage,
+                     args.lance_versions, retention, true));
 
-  std::printf("\nOne writer, one row per commit, retention 7 days (every version kept); %s\n",
-              Timestamp().c_str());
+  std::printf("\nOne writer, one row per commit, retention %llu s; %s\n",
+              static_cast<unsigned long long>(args.retention_s), Timestamp().c_str());
   std::printf("commit ms: %llu commits from version %llu (early) and the last %llu (late)\n\n",
               static_cast<unsigned long long>(kWindow),
               static_cast<unsigned long long>(kFirstVersion),
               static_cast<unsigned long long>(kWindow));
   std::printf(
       "| cleanup | commits | early p50 / p95 / max | late p50 / p95 / max | late/early mean "
-      "| wall s | CPU s | RSS MB |\n|---|---:|---|---|---:|---:|---:|---:|\n");
+      "| wall s | CPU s | RSS MB | oldest version kept | cleanups |\n"
+      "|---|---:|---|---|---:|---:|---:|---:|---:|---:|\n");
   bool complete = true;
   json out = json::array();
   for (const auto& r : runs) {

@@ -8,9 +8,12 @@
 //           datasets had it before (the dataset configuration that asks for
 //           it, with the same retention).
 //
-// Both use the default retention of 7 days, so no version expires during the
-// run and every version is retained, as in a dataset's first week. The
-// report compares the commits near version 20 with those near the end.
+// Both use the same retention: by default 7 days, so no version expires
+// during the run and every version is retained, as in a dataset's first
+// week; a retention of seconds (`retention_s`) has cleanups remove versions
+// while commits go on, as in a dataset months old. The report compares the
+// commits near version 20 with those near the end, and gives the oldest
+// version kept at the end.
 #pragma once
 
 #include <cstdint>
@@ -21,8 +24,9 @@
 namespace kv0::bench {
 
 struct VersionsBenchArgs {
-  uint64_t versions = 100'000;      // commits of the kv0 run
-  uint64_t lance_versions = 2'000;  // commits of the lance run (it slows down)
+  uint64_t versions = 100'000;           // commits of the kv0 run
+  uint64_t lance_versions = 2'000;       // commits of the lance run (it slows down)
+  uint64_t retention_s = 7 * 24 * 3600;  // version_retention of both runs
   // Where the datasets go: a directory or object-store URI prefix; empty: a
   // scratch directory under `dir`.
   std::string uri;

@@ -84,9 +84,10 @@ const char kUsage[] =
     "  bench charts [--runs N] [--points N] [--tail N] [--buckets N] [--repeat R]\n"
     "               [--json FILE] [--dir DIR]\n"
     "                        downsampled reads beside raw ones (200 runs x 200000)\n"
-    "  bench versions [--versions N] [--lance-versions N] [--uri URI] [--json FILE]\n"
-    "                 [--dir DIR]\n"
-    "                        commit times as versions accumulate (versions: 100000)\n"
+    "  bench versions [--versions N] [--lance-versions N] [--retention S] [--uri URI]\n"
+    "                 [--json FILE] [--dir DIR]\n"
+    "                        commit times as versions accumulate (versions: 100000,\n"
+    "                        retention: 604800 s)\n"
     "  stress [--dir DIR] [--duration S] [--threads N] [--seed N] [--faults]\n"
     "                        random operations on both layers in a child that is\n"
     "                        killed at random; every acknowledged write is checked\n"
@@ -129,7 +130,7 @@ Args Parse(int argc, char** argv) {
                arg == "--steps" || arg == "--wal-sync" || arg == "--where" || arg == "--order-by" ||
                arg == "--page-token" || arg == "--versions" || arg == "--lance-versions" ||
                arg == "--uri" || arg == "--tail" || arg == "--slow-repeat" ||
-               (arg == "--json" && bench)) {
+               arg == "--retention" || (arg == "--json" && bench)) {
       if (i + 1 >= argc) throw kv0::Error(kv0::Code::kInvalidArgument, arg + " needs a value");
       args.flags[arg] = argv[++i];
     } else if (arg == "--reverse" || arg == "--json" || arg == "--force" ||
@@ -771,6 +772,10 @@ int Bench(const Args& args) {
     kv0::bench::VersionsBenchArgs bench;
     bench.versions = CountFlag(args, "--versions", bench.versions);
     bench.lance_versions = CountFlag(args, "--lance-versions", bench.lance_versions);
+    bench.retention_s = CountFlag(args, "--retention", bench.retention_s);
+    if (bench.retention_s == 0) {
+      throw kv0::Error(kv0::Code::kInvalidArgument, "--retention needs at least 1 second");
+    }
     bench.storage = args.storage;
     if (auto it = args.flags.find("--uri"); it != args.flags.end()) bench.uri = it->second;
     if (auto it = args.flags.find("--json"); it != args.flags.end()) bench.json_path = it->second;
