@@ -23,7 +23,9 @@ which tables the commits went to. Then the catalog a tracker's UI loads when
 it starts, read from a new process (this script in catalog mode): open, every
 run, every run's parameters, every series and each series' statistics; the
 median of CATALOG_REPEAT processes, timed from after the imports, with the
-requests it made.
+requests it made, and for the median process its time and requests step by
+step (the process names each step to the counting layer with a request of
+its own, not counted).
 
     .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
         [--runs R]
@@ -80,23 +82,39 @@ def classify(path: str) -> tuple[str, str]:
     return "-", "other"
 
 
+PHASE_PATH = "/_kv0_bench_phase/"  # a catalog process names its next step here
+
+
 class CountingApp:
     """Counts requests on their way to moto: (table, kind, method, status)
-    -> [requests, bytes received, bytes sent]."""
+    -> [requests, bytes received, bytes sent]; and, while a catalog process
+    has named a step, (step, table, kind, method) -> requests."""
 
     def __init__(self, app):
         self.app = app
         self.lock = threading.Lock()
         self.counts: dict[tuple, list[int]] = collections.defaultdict(lambda: [0, 0, 0])
+        self.phase = ""
+        self.phases: collections.Counter = collections.Counter()
 
     def take(self) -> dict[tuple, list[int]]:
         with self.lock:
             counts, self.counts = self.counts, collections.defaultdict(lambda: [0, 0, 0])
         return counts
 
+    def take_phases(self) -> collections.Counter:
+        with self.lock:
+            phases, self.phases, self.phase = self.phases, collections.Counter(), ""
+        return phases
+
     def __call__(self, environ, start_response):
         method = environ["REQUEST_METHOD"]
         path = environ.get("PATH_INFO", "")
+        if path.startswith(PHASE_PATH):
+            with self.lock:
+                self.phase = path[len(PHASE_PATH):]
+            start_response("204 No Content", [])
+            return []
         query = parse_qs(environ.get("QUERY_STRING", ""))
         if method == "GET" and ("list-type" in query or "prefix" in query):
             table, _ = classify(query.get("prefix", [""])[0])
@@ -119,6 +137,8 @@ class CountingApp:
         with self.lock:
             c = self.counts[(table, kind, method, status[0] if status else 0)]
             c[0] += 1
+            if self.phase:
+                self.phases[(self.phase, table, kind, method)] += 1
             c[1] += received
             c[2] += sum(len(chunk) for chunk in chunks)
         return chunks
@@ -202,39 +222,61 @@ def worker(config_path: str) -> None:
 
 
 def catalog(config_path: str) -> None:
-    """Catalog mode: reads the catalog once and prints its time and size."""
+    """Catalog mode: reads the catalog once and prints its time, step by
+    step, and its size."""
+    import urllib.request
+
     from kv0.tracking import Repo
 
     config = json.loads(Path(config_path).read_text())
-    start = time.monotonic()
-    repo = Repo(config["uri"], storage_options=config["storage_options"],
-                wal_dir=config["wal_dir"])
-    runs = repo.runs()
-    params = repo.all_params()
-    series = repo.all_series()
-    stats = repo.series_stats([s["series_id"] for s in series])
-    seconds = time.monotonic() - start
+    endpoint = config["storage_options"]["aws_endpoint"]
+    steps: dict[str, float] = {}
+
+    def step(name: str, read):
+        # The step's name reaches the counting layer before its requests do.
+        urllib.request.urlopen(endpoint + PHASE_PATH + name).close()
+        start = time.monotonic()
+        out = read()
+        steps[name] = time.monotonic() - start
+        return out
+
+    repo = step("open", lambda: Repo(config["uri"], storage_options=config["storage_options"],
+                                     wal_dir=config["wal_dir"]))
+    runs = step("runs", repo.runs)
+    params = step("all_params", repo.all_params)
+    series = step("all_series", repo.all_series)
+    stats = step("series_stats", lambda: repo.series_stats([s["series_id"] for s in series]))
+    urllib.request.urlopen(endpoint + PHASE_PATH).close()  # close is not the catalog's
     repo.close()
-    print(json.dumps({"seconds": seconds, "runs": len(runs), "params": len(params),
-                      "series": len(stats)}))
+    print(json.dumps({"seconds": sum(steps.values()), "steps": steps, "runs": len(runs),
+                      "params": len(params), "series": len(stats)}))
 
 
 def catalog_reads(n: int, uri: str, options: dict, counting: CountingApp,
                   scratch: Path) -> dict:
-    """The median of CATALOG_REPEAT catalog processes, with their requests."""
-    times, requests, size = [], [], {}
+    """The median of CATALOG_REPEAT catalog processes, with their requests,
+    and the median process's steps: seconds and requests by table and kind."""
+    times, requests, size, steps = [], [], {}, []
     for k in range(CATALOG_REPEAT):
         config = scratch / f"catalog-{n}-{k}.json"
         config.write_text(json.dumps({"uri": uri, "storage_options": options,
                                       "wal_dir": str(scratch / f"wal-catalog-{n}-{k}")}))
         counting.take()
+        counting.take_phases()
         out = subprocess.run([sys.executable, __file__, "--catalog", str(config)],
                              check=True, capture_output=True, text=True).stdout
         requests.append(sum(count for count, _, _ in counting.take().values()))
         size = json.loads(out.strip().splitlines()[-1])
         times.append(size.pop("seconds"))
+        by_step: dict[str, dict] = {name: {"seconds": seconds, "requests": {}}
+                                    for name, seconds in size.pop("steps").items()}
+        for (name, table, kind, method), count in counting.take_phases().items():
+            by_step[name]["requests"][f"{table} {kind} {method}"] = count
+        steps.append(by_step)
+    median = sorted(range(len(times)), key=lambda k: times[k])[len(times) // 2]
     return {"catalog_s": statistics.median(times), "catalog_s_all": times,
-            "catalog_requests": statistics.median(requests), "catalog_size": size}
+            "catalog_requests": statistics.median(requests), "catalog_size": size,
+            "catalog_steps": steps[median]}
 
 
 # --- One round: N writers ---------------------------------------------------------------
@@ -388,6 +430,13 @@ def main() -> None:
         size = r["catalog_size"]
         print(f"| {r['writers']} | {r['catalog_s']:.3f} | {r['catalog_requests']:.0f} | "
               f"{size['runs']} | {size['series']} |")
+    print("\ncatalog steps of the median process: seconds, requests (by table, kind, method)")
+    for r in rounds:
+        for name, part in r["catalog_steps"].items():
+            kinds = sorted(part["requests"].items(), key=lambda kv: -kv[1])
+            listed = ", ".join(f"{what} {count}" for what, count in kinds)
+            print(f"  {r['writers']} writers, {name}: {part['seconds']:.3f} s, "
+                  f"{sum(part['requests'].values())} requests: {listed}")
     print("\ncommits by table (per acknowledged run):")
     for r in rounds:
         runs = max(1, r["acknowledged_runs"])
