@@ -28,7 +28,7 @@ step (the process names each step to the counting layer with a request of
 its own, not counted).
 
     .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
-        [--runs R]
+        [--runs R] [--shared-commits]
         [--json FILE]
 """
 
@@ -65,6 +65,9 @@ def classify(path: str) -> tuple[str, str]:
     """(table, kind) of an object path or listing prefix: the table is the
     component ending in .lance (records tables keep their directory)."""
     parts = [p for p in path.split("/") if p]
+    if "_pending" in parts:  # announcements of fragments (shared commits)
+        i = parts.index("_pending")
+        return (parts[i + 1] if i + 1 < len(parts) else "-"), "announcement"
     for i, part in enumerate(parts):
         if part.endswith(".lance"):
             table = part[: -len(".lance")]
@@ -183,7 +186,8 @@ def worker(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     meet, index = Path(config["meet"]), config["index"]
     repo = Repo(config["uri"], storage_options=config["storage_options"],
-                wal_dir=config["wal_dir"], flush_interval=FLUSH_INTERVAL)
+                wal_dir=config["wal_dir"], flush_interval=FLUSH_INTERVAL,
+                shared_commits=config["shared_commits"])
     (meet / f"ready-{index}").touch()
     wait_for([meet / "go"])
     deadline = time.monotonic() + config["seconds"]
@@ -311,7 +315,8 @@ def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: 
     for i in range(n):
         config = {"uri": uri, "storage_options": options, "wal_dir": str(scratch / f"wal-{n}-{i}"),
                   "meet": str(meet), "index": i, "seconds": args.seconds,
-                  "runs": None if args.runs is None else args.runs // n + (i < args.runs % n)}
+                  "runs": None if args.runs is None else args.runs // n + (i < args.runs % n),
+                  "shared_commits": args.shared_commits}
         path = meet / f"config-{i}.json"
         path.write_text(json.dumps(config))
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)]))
@@ -390,6 +395,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--runs", type=int, help="runs in all, shared by the writers "
                         "(instead of --seconds): the same repository written by 1 or N")
+    parser.add_argument("--shared-commits", action="store_true",
+                        help="writers share commits (Repo(shared_commits=True))")
     parser.add_argument("--json")
     args = parser.parse_args()
     import boto3
@@ -410,7 +417,8 @@ def main() -> None:
     server.shutdown()
 
     size = f"{args.runs} runs in all" if args.runs else f"{args.seconds:g} s"
-    print(f"\nkv0 writers on one repository on moto S3 (loopback), {size} each; "
+    mode = "shared commits" if args.shared_commits else "a commit per flush and table"
+    print(f"\nkv0 writers on one repository on moto S3 (loopback), {mode}, {size} each; "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     print("| writers | commits/s | points/s | finish p50 / p95 / max s | lost manifest writes "
           "per commit | requests per commit | KB up / down per commit | writers CPU s | server "

@@ -405,6 +405,15 @@ struct RepoOptions {
   // as for Track); only when other handles see it changes: within a flush,
   // or at Repo::Flush() or Close().
   bool finish_waits = true;
+
+  // Whether this handle's flushes share commits with the repository's other
+  // writers: each flush announces its rows (an uncommitted fragment per
+  // table) and any writer's commit takes every announced fragment, so the
+  // commits per table stop growing with the number of writers
+  // (docs/design.md, "Commits that writers share"). Handles with and
+  // without it can write one repository together. Off: each flush commits
+  // its own rows, one append per table.
+  bool shared_commits = false;
 };
 
 struct RepoImpl;  // src/tracking/repo_impl.h

@@ -99,7 +99,8 @@ class Repo(_native._Repo):
          max_fragments=32, optimize_memory=256 << 20,
          version_retention=7 * 86400, wal_dir=None, wal_sync="batch",
          mark_ttl=30 * 86400, replay_stale_wal=False, request_timeout=30.0,
-         request_retries=3, commit_timeout=60.0, finish_waits=True)
+         request_retries=3, commit_timeout=60.0, finish_waits=True,
+         shared_commits=False)
 
     uri: a directory (str or path) or an object-store URI (s3://, gs://,
     az://, memory://). storage_options: object-store settings handed to
@@ -125,7 +126,11 @@ class Repo(_native._Repo):
     the final status is in the write-ahead log, as track() does, the
     commit left to a background flush it starts, which a process logging
     short runs one after another then shares between several runs' writes
-    (flush() or close() wait for it).
+    (flush() or close() wait for it). shared_commits: this handle's flushes
+    announce their rows and any writer's commit takes every announced
+    fragment, so that many processes writing one repository share commits
+    instead of queueing on each table's manifest; handles with and without
+    it can write one repository together.
 
     Writing: create_run, resume_run, update_run, flush, close.
     Reading: runs, run, params, all_params, series, all_series,
@@ -164,6 +169,7 @@ class Repo(_native._Repo):
         request_retries: int = 3,
         commit_timeout: float = 60.0,
         finish_waits: bool = True,
+        shared_commits: bool = False,
     ) -> None:
         super().__init__(
             os.fspath(uri),
@@ -181,6 +187,7 @@ class Repo(_native._Repo):
             request_retries=request_retries,
             commit_timeout=float(commit_timeout),
             finish_waits=finish_waits,
+            shared_commits=shared_commits,
         )
         self._opened = True
         _open_repos.add(self)

@@ -64,7 +64,7 @@ void BindTracking(nb::module_& m) {
              double version_retention, std::optional<std::string> wal_dir,
              const std::string& wal_sync, double mark_ttl, bool replay_stale_wal,
              double request_timeout, uint32_t request_retries, double commit_timeout,
-             bool finish_waits) {
+             bool finish_waits, bool shared_commits) {
             tr::RepoOptions o;
             if (storage_options) o.storage_options = std::move(*storage_options);
             o.flush_rows = flush_rows;
@@ -80,6 +80,7 @@ void BindTracking(nb::module_& m) {
             o.request_retries = request_retries;
             o.commit_timeout = Millis(commit_timeout, "commit_timeout");
             o.finish_waits = finish_waits;
+            o.shared_commits = shared_commits;
             std::optional<tr::Repo> repo;
             {
               nb::gil_scoped_release release;
@@ -91,7 +92,8 @@ void BindTracking(nb::module_& m) {
           "flush_interval"_a = 5.0, "max_fragments"_a = 32, "optimize_memory"_a = size_t{256} << 20,
           "version_retention"_a = 7 * 86400.0, "wal_dir"_a = nb::none(), "wal_sync"_a = "batch",
           "mark_ttl"_a = 30 * 86400.0, "replay_stale_wal"_a = false, "request_timeout"_a = 30.0,
-          "request_retries"_a = 3, "commit_timeout"_a = 60.0, "finish_waits"_a = true)
+          "request_retries"_a = 3, "commit_timeout"_a = 60.0, "finish_waits"_a = true,
+          "shared_commits"_a = false)
       .def_prop_ro("uri", &PyRepo::uri, "The repository's location, as opened.")
       .def_prop_ro("closed", &PyRepo::closed, "True once close() was called.")
       .def(

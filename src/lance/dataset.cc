@@ -105,8 +105,58 @@ std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& o
   return out;
 }
 
+// Takes over text allocated by lance-c.
+std::string TakeText(char* text) {
+  std::string out(text);
+  lance_text_free(text);
+  return out;
+}
+
+void PutObject(const std::string& uri, const StorageOptions& options, const std::string& content) {
+  auto kv = KeyValues(options);
+  Check(lance_object_put(uri.c_str(), kv.data(), kv.size(), content.c_str()), "write " + uri);
+}
+
+std::optional<std::string> GetObject(const std::string& uri, const StorageOptions& options) {
+  auto kv = KeyValues(options);
+  char* content = nullptr;
+  int status = lance_object_get(uri.c_str(), kv.data(), kv.size(), &content);
+  if (status == LANCE_NOT_FOUND) return std::nullopt;
+  Check(status, "read " + uri);
+  return TakeText(content);
+}
+
+void DeleteObject(const std::string& uri, const StorageOptions& options) {
+  auto kv = KeyValues(options);
+  Check(lance_object_delete(uri.c_str(), kv.data(), kv.size()), "delete " + uri);
+}
+
 void UncommittedFragments::Free::operator()(LanceFragments* raw) const {
   lance_fragments_free(raw);
+}
+
+std::string UncommittedFragments::ToJson() const {
+  char* json = nullptr;
+  Check(lance_fragments_to_json(raw_.get(), &json), "describe written fragments");
+  return TakeText(json);
+}
+
+UncommittedFragments UncommittedFragments::FromJson(const std::string& json) {
+  LanceFragments* raw = nullptr;
+  Check(lance_fragments_from_json(json.c_str(), &raw), "read fragment metadata");
+  return UncommittedFragments(raw);
+}
+
+std::vector<std::string> UncommittedFragments::DataFiles() const {
+  arrow::OwnedStream stream;
+  Check(lance_fragments_data_files(raw_.get(), stream.get()), "list written fragments' files");
+  std::vector<std::string> out;
+  arrow::StreamReader reader(std::move(stream));
+  while (auto batch = reader.Next()) {
+    arrow::Utf8Column names(*batch, "name");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(names.value(i));
+  }
+  return out;
 }
 
 void UncommittedFragments::Extend(UncommittedFragments other) {
@@ -356,6 +406,18 @@ CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, Uncommitte
   });
 }
 
+CommitResult Dataset::CommitShared(UncommittedFragments fragments) {
+  return Committing("shared commit", [&] {
+    CommitResult result;
+    uint64_t* ids = nullptr;
+    size_t len = 0;
+    Check(lance_dataset_commit_shared(raw_.get(), fragments.release(), &result.version, &ids, &len),
+          "shared commit to " + uri_);
+    result.fragment_ids = TakeIds(ids, len);
+    return result;
+  });
+}
+
 size_t MergeableFragments(const std::vector<FragmentInfo>& fragments) {
   return std::count_if(fragments.begin(), fragments.end(),
                        [](const FragmentInfo& f) { return f.physical_rows < kCompactTargetRows; });
@@ -370,8 +432,12 @@ CompactResult Dataset::Compact(const CompactOptions& options) {
   uint64_t* removed = nullptr;
   uint64_t* added = nullptr;
   size_t removed_len = 0, added_len = 0;
+  auto kv = KeyValues(options_);
+  const char* protected_dir =
+      options.protected_dir.empty() ? nullptr : options.protected_dir.c_str();
   Committing("compact", [&] {
-    Check(lance_dataset_compact(raw_.get(), &c_options, &removed, &removed_len, &added, &added_len),
+    Check(lance_dataset_compact(raw_.get(), &c_options, protected_dir, kv.data(), kv.size(),
+                                &removed, &removed_len, &added, &added_len),
           "compact " + uri_);
   });
   CompactResult result;

@@ -78,6 +78,11 @@ struct CompactOptions {
   size_t target_rows_per_fragment = kCompactTargetRows;
   bool materialize_deletions = true;
   float materialize_deletions_threshold = 0.1f;
+  // A location whose objects name data files (announcements of fragments
+  // waiting for a shared commit, tracking/shared_commits.h): the fragments
+  // so named are left alone. It is listed after the version to compact is
+  // loaded. Empty: none.
+  std::string protected_dir;
 };
 
 // The fragments a compaction with the default target would merge. Counting
@@ -101,6 +106,12 @@ class UncommittedFragments {
   LanceFragments* release() { return raw_.release(); }
   // Moves other's fragments after this one's, for a single commit of both.
   void Extend(UncommittedFragments other);
+  // Their Lance metadata as JSON, and back: what a writer announces so that
+  // another may commit them (tracking/shared_commits.h).
+  std::string ToJson() const;
+  static UncommittedFragments FromJson(const std::string& json);
+  // The first data file of each, in order: Lance names each uniquely.
+  std::vector<std::string> DataFiles() const;
 
  private:
   struct Free {
@@ -164,7 +175,7 @@ class Dataset {
 
   // --- Writing ----------------------------------------------------------------
   // Bounds each later commit through this handle (Append, CommitUpdate,
-  // Delete, AddNullColumns); zero lifts the bound. A commit that takes
+  // CommitShared, Delete, AddNullColumns); zero lifts the bound. A commit that takes
   // longer is abandoned and throws kIOError saying it timed out: it may or
   // may not have taken effect. WriteFragments and Compact, which rewrite
   // data of any size, are not bounded.
@@ -182,6 +193,12 @@ class Dataset {
   // Appends, too, commit when their rebase range was cleaned (they commute
   // with every other commit), even mid-rebase (rust/lance-c/src/commit.rs).
   CommitResult CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added);
+  // Commits `fragments` (some) read at the current version, as a shared
+  // commit: Conflict, with nothing committed, when an append or another
+  // shared commit was committed after that version. So of several writers
+  // that may each commit the same fragments, one does (rust/lance-c/src/
+  // shared.rs says how; tracking/shared_commits.h is the protocol).
+  CommitResult CommitShared(UncommittedFragments fragments);
   // Lance's compaction (a Rewrite) of the latest version: rows move to new
   // fragments unchanged.
   CompactResult Compact(const CompactOptions& options);
@@ -248,6 +265,14 @@ StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseco
 // does not exist has none.
 std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& options);
 
+// Small objects beside the datasets, written and read whole: the
+// announcements of fragments waiting for a shared commit. PutObject replaces
+// an object; GetObject gives nullopt for none; DeleteObject of an object
+// already gone succeeds.
+void PutObject(const std::string& uri, const StorageOptions& options, const std::string& content);
+std::optional<std::string> GetObject(const std::string& uri, const StorageOptions& options);
+void DeleteObject(const std::string& uri, const StorageOptions& options);
+
 // Receives Lance's log records: level 1 (error) to 5 (trace).
 using LogCallback = void (*)(int level, const char* target, const char* message, void* user);
 // Installs callback (nullptr removes it) for records up to max_level.
@@ -263,8 +288,9 @@ bool IsOffsetOverflow(const Error& e);
 std::string LanceVersion();
 
 // For tests and `kv0 stress`: a function called around every commit a
-// Dataset makes (Append, CommitUpdate, Compact, Delete, AddNullColumns), once
-// before it with committed false and once after it with committed true.
+// Dataset makes (Append, CommitUpdate, CommitShared, Compact, Delete,
+// AddNullColumns), once before it with committed false and once after it
+// with committed true.
 // Throwing kv0::Error before the commit fails it with nothing committed;
 // throwing after it reports a failure for a commit that happened (what a
 // timeout after the commit went through looks like). Exiting the process in

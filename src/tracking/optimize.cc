@@ -105,13 +105,14 @@ OptimizeStats RepoImpl::Optimize() {
   records_->Optimize(HiddenRuns());
   for (int table : {kParams, kSeries}) {
     PruneMarks(table);
-    if (Latest(table).Fragments().size() > 1) tables_[table]->Compact(lance::CompactOptions{});
+    if (Latest(table).Fragments().size() > 1) tables_[table]->Compact(CompactionOf(table));
   }
   return stats;
 }
 
 void RepoImpl::FoldRuns(OptimizeStats* stats) {
   lance::Dataset& runs = Latest(kRuns);
+  RetireAnnounced(kRuns);
   auto fragments = Ids(runs.Fragments());
   std::vector<RunRow> rows;
   {
@@ -181,6 +182,7 @@ void RepoImpl::PruneMarks(int table) {
 
 void RepoImpl::SortMetrics(OptimizeStats* stats) {
   lance::Dataset& metrics = Latest(kMetrics);
+  RetireAnnounced(kMetrics);
   auto fragments = metrics.Fragments();
   std::set<uint64_t> present;
   for (const auto& f : fragments) present.insert(f.id);

@@ -129,12 +129,18 @@ PurgeStats RepoImpl::Purge(bool force) {
   for (auto& target : targets) {
     lance::Dataset& dataset = *target.dataset;
     dataset.CheckoutLatest();
+    for (int t = 0; t < kTableCount; ++t) {
+      if (target.label == TableName(t)) RetireAnnounced(t);
+    }
     bool has_deletions = false;
     for (const auto& f : dataset.Fragments()) has_deletions |= f.deleted_rows > 0;
     if (has_deletions) {
       lance::CompactOptions compact;
       compact.materialize_deletions = true;
       compact.materialize_deletions_threshold = 0.0f;
+      for (int t = 0; t < kTableCount; ++t) {
+        if (target.label == TableName(t)) compact = CompactionOf(t, compact);
+      }
       dataset.Compact(compact);
     }
     auto cleaned = dataset.CleanupOldVersions(std::chrono::seconds(0));

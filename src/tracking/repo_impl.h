@@ -39,6 +39,7 @@
 #include "tracking/records.h"
 #include "tracking/run_record.h"
 #include "tracking/search_cache.h"
+#include "tracking/shared_commits.h"
 #include "tracking/tables.h"
 #include "tracking/wal_records.h"
 #include "util/background.h"
@@ -164,6 +165,15 @@ struct RepoImpl : public BackgroundClient,
   void FinishLive(Run::State& run, std::string_view status, int64_t ended_at_us);
   void OnTick(SteadyTime now) override;
   void AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row);
+  // Commits one table's rows: an append, or with options_.shared_commits a
+  // shared commit (shared_commits.h).
+  lance::CommitResult CommitRows(int table, arrow::OwnedStream rows);
+  // Before a commit that removes fragments of `table` as the handle's
+  // version holds them: the announcements of those fragments are retired
+  // (shared_commits.h; every writer's, whatever this handle's options).
+  void RetireAnnounced(int table);
+  // Lance's compaction of `table`, leaving announced fragments alone.
+  lance::CompactOptions CompactionOf(int table, lance::CompactOptions options = {}) const;
   void MaybeCompact(int table);
   void MergeUnsortedMetrics();
 
@@ -288,6 +298,8 @@ struct RepoImpl : public BackgroundClient,
   // Shared so that a read stream can keep its table after Close.
   std::shared_ptr<lance::Dataset> tables_[kTableCount];
   std::unique_ptr<RecordsStore> records_;
+  // Announced fragments (shared_commits.h); null for memory://.
+  std::unique_ptr<SharedCommits> shared_;
 
   // This writer's newest mark row per table (its seq), for pruning older
   // ones; touched under the flush lock.

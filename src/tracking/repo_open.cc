@@ -94,6 +94,10 @@ std::shared_ptr<RepoImpl> RepoImpl::Open(const std::string& location, const Repo
   }
   std::shared_ptr<RepoImpl> repo(new RepoImpl(NormalizeLocation(location), options));
   repo->OpenTables();
+  if (!IsMemoryUri(repo->uri_)) {
+    repo->shared_ = std::make_unique<SharedCommits>(repo->uri_, repo->options_.storage_options,
+                                                    repo->options_.commit_timeout);
+  }
   repo->records_ =
       std::make_unique<RecordsStore>(repo->uri_, repo->options_.storage_options,
                                      &repo->pipeline_.clock(), options.version_retention);
@@ -231,6 +235,12 @@ pipeline::Layer::RecordInfo RepoImpl::Describe(std::string_view record) {
 }
 
 std::vector<pipeline::Batch::Marks> RepoImpl::StoredMarks() {
+  // A writer that died between announcing a fragment and seeing it committed
+  // (shared_commits.h) has rows in storage-to-be that no mark covers yet:
+  // committed first, their marks keep replay from writing them again.
+  if (shared_) {
+    for (int t = 0; t < kTableCount; ++t) shared_->CommitAnnounced(*tables_[t], TableName(t));
+  }
   std::vector<pipeline::Batch::Marks> out(kTableCount);
   for (int t = 0; t < kTableCount; ++t) {
     for (const auto& [writer, mark] : ReadMarks(t)) out[t][writer] = mark.seq;

@@ -413,7 +413,7 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
   // One append per table, in an order that lets a reader name every point it
   // sees.
   if (!buf.runs.empty()) {
-    auto commit = tables_[kRuns]->Append(RunsStream(buf.runs, MarksOf(buf, kRuns)));
+    auto commit = CommitRows(kRuns, RunsStream(buf.runs, MarksOf(buf, kRuns)));
     {
       // Tombstones are never buffered: this commit holds none to read.
       std::lock_guard lock(deleted_mu_);
@@ -422,16 +422,16 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
     done(kRuns, [&] { buf.runs.clear(); });
   }
   if (!buf.params.empty()) {
-    tables_[kParams]->Append(ParamsStream(buf.params, MarksOf(buf, kParams)));
+    CommitRows(kParams, ParamsStream(buf.params, MarksOf(buf, kParams)));
     done(kParams, [&] { buf.params.clear(); });
   }
   if (!buf.series.empty()) {
-    tables_[kSeries]->Append(SeriesStream(buf.series, MarksOf(buf, kSeries)));
+    CommitRows(kSeries, SeriesStream(buf.series, MarksOf(buf, kSeries)));
     done(kSeries, [&] { buf.series.clear(); });
   }
   if (!buf.points.empty()) {
     try {
-      tables_[kMetrics]->Append(FlushStream(buf.points, MarksOf(buf, kMetrics)));
+      CommitRows(kMetrics, FlushStream(buf.points, MarksOf(buf, kMetrics)));
     } catch (const Error&) {
       // A commit that failed may still have happened (a timeout after Lance
       // wrote the manifest), and then the retry stores these statistics
@@ -446,6 +446,22 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
       std::swap(buf.points, spare_points_);
     });
   }
+}
+
+lance::CommitResult RepoImpl::CommitRows(int table, arrow::OwnedStream rows) {
+  if (options_.shared_commits && shared_) {
+    return shared_->Commit(*tables_[table], TableName(table), std::move(rows));
+  }
+  return tables_[table]->Append(std::move(rows));
+}
+
+void RepoImpl::RetireAnnounced(int table) {
+  if (shared_) shared_->Retire(*tables_[table], TableName(table));
+}
+
+lance::CompactOptions RepoImpl::CompactionOf(int table, lance::CompactOptions options) const {
+  if (shared_) options.protected_dir = shared_->Dir(TableName(table));
+  return options;
 }
 
 void RepoImpl::AfterCommit(pipeline::Batch& batch) {
@@ -467,7 +483,7 @@ void RepoImpl::MaybeCompact(int table) {
   if (table == kMetrics) return MergeUnsortedMetrics();
   if (lance::MergeableFragments(dataset.Fragments()) <= options_.max_fragments) return;
   try {
-    dataset.Compact(lance::CompactOptions{});
+    dataset.Compact(CompactionOf(table));
     if (pipeline_.has_wal() && last_mark_[table] != 0) {
       const std::string& writer = pipeline_.writer_id();
       std::string prefix = SqlString(std::string(kWalMarkPrefix) + writer);
@@ -511,6 +527,7 @@ void RepoImpl::MergeUnsortedMetrics() {
   }
   if (small.size() <= options_.max_fragments) return;
   try {
+    RetireAnnounced(kMetrics);
     metrics.CommitUpdate(small, metrics.WriteFragments(MergedFlushesStream(metrics, small)));
   } catch (const Error&) {
     // A concurrent optimize or merge took them; the next flush tries again.

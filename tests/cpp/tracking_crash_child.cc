@@ -1,12 +1,15 @@
 // The writer repo_test kills between two commits of a flush.
 //
-//   tracking_crash_child REPO WAL_DIR
+//   tracking_crash_child REPO WAL_DIR [shared]
 //
 // Opens the repository with that WAL directory, creates the run "crashed",
 // sets its parameters, tracks 100 points of "loss" (step i, value i * 0.5,
 // timestamp 1000000 + i) and flushes. A commit hook ends the process with
 // status 0 right after the params commit, so runs and params are committed
-// and series and metrics are only in the WAL. Status 3 means the hook never
+// and series and metrics are only in the WAL. With "shared" the handle
+// shares commits (RepoOptions::shared_commits) and the hook ends the process
+// just before the metrics commit: runs, params and series are committed,
+// and the points are announced, not committed. Status 3 means the hook never
 // fired.
 
 #include <unistd.h>
@@ -24,10 +27,22 @@ int main(int argc, char** argv) {
   tracking::RepoOptions options;
   options.wal_dir = argv[2];
   options.flush_interval = std::chrono::hours(1);  // only the explicit flush commits
+  const bool shared = argc > 3 && std::string_view(argv[3]) == "shared";
+  options.shared_commits = shared;
   tracking::Repo repo = tracking::Repo::Open(argv[1], options);
-  kv0::lance::SetCommitHookForTesting([](const std::string& uri, std::string_view, bool committed) {
-    if (committed && uri.ends_with("/params.lance")) _exit(0);
-  });
+  if (shared) {
+    kv0::lance::SetCommitHookForTesting(
+        [](const std::string& uri, std::string_view operation, bool committed) {
+          if (!committed && operation == "shared commit" && uri.ends_with("/metrics.lance")) {
+            _exit(0);
+          }
+        });
+  } else {
+    kv0::lance::SetCommitHookForTesting(
+        [](const std::string& uri, std::string_view, bool committed) {
+          if (committed && uri.ends_with("/params.lance")) _exit(0);
+        });
+  }
 
   tracking::NewRun new_run;
   new_run.run_id = "crashed";

@@ -114,7 +114,8 @@ def kv_worker(config: dict, journal: Journal) -> dict:
 def repo_worker(config: dict, journal: Journal) -> dict:
     meet, index = Path(config["meet"]), config["index"]
     repo = Repo(config["uri"], storage_options=config["storage_options"],
-                wal_dir=config["wal_dir"], flush_interval=FLUSH_INTERVAL)
+                wal_dir=config["wal_dir"], flush_interval=FLUSH_INTERVAL,
+                shared_commits=config["shared_commits"])
     run_id = f"run-{index}"
     if journal.has("created"):
         run = repo.resume_run(run_id)

@@ -4,9 +4,10 @@
 The guarantee under test (docs/design.md, "What concurrent users see" and
 "Durability"): a call that returned is never lost, whichever writer is killed
 when, mid-commit included, and whatever the others commit meanwhile (worker 0
-also compacts or optimizes). Each worker journals what it was acknowledged and
-its next incarnation carries on after that, never writing it again
-(killed_writers_worker.py). At the end every process, and a new handle, must
+also compacts or optimizes; in the tracking case the odd workers share
+commits, RepoOptions' shared_commits, beside the even ones' own commits).
+Each worker journals what it was acknowledged and its next incarnation
+carries on after that, never writing it again (killed_writers_worker.py). At the end every process, and a new handle, must
 read every journaled write of every worker, and the same thing.
 
 The kills come from a seeded generator; a failure names the seed, and
@@ -49,7 +50,7 @@ class Writers:
         for i in range(WORKERS):
             config = {"uri": uri, "storage_options": store.options, "index": i,
                       "workers": WORKERS, "meet": str(self.meet),
-                      "wal_dir": str(tmp_path / f"wal{i}"),
+                      "wal_dir": str(tmp_path / f"wal{i}"), "shared_commits": i % 2 == 1,
                       "journal": str(tmp_path / f"journal{i}")}
             path = tmp_path / f"config-{i}.json"
             path.write_text(json.dumps(config))

@@ -223,8 +223,17 @@ void lance_set_log_callback(LanceLogCallback callback, void *user, int32_t max_l
 // Rewrite commit; rows are unchanged but move to new addresses). Reports the ids of the
 // fragments it replaced and of those it added; both are empty when there
 // was nothing to do. The handle moves to the new version.
+//
+// With `protected_dir` (a location URI, with `storage` its options), no
+// fragment whose first data file names an object there is touched: the
+// directory is listed after the latest version is loaded, so a fragment
+// in that version whose name was listed is left as it is (kv0's
+// announcements of fragments waiting for a shared commit, shared.rs).
 int32_t lance_dataset_compact(const struct LanceDataset *dataset,
                               const struct LanceCompactOptions *options,
+                              const char *protected_dir,
+                              const struct LanceKeyValue *storage,
+                              size_t storage_len,
                               uint64_t **out_removed_ids,
                               size_t *out_removed_ids_len,
                               uint64_t **out_added_ids,
@@ -276,6 +285,25 @@ int32_t lance_dataset_cleanup(const struct LanceDataset *dataset,
                               bool error_if_tagged,
                               struct LanceCleanupStats *out_stats);
 
+// Writes `text` (NUL-terminated) as the whole object at `uri`, replacing
+// any object there.
+int32_t lance_object_put(const char *uri,
+                         const struct LanceKeyValue *options,
+                         size_t options_len,
+                         const char *content);
+
+// Reads the whole object at `uri` as text; free it with `lance_text_free`.
+// LANCE_NOT_FOUND when there is none.
+int32_t lance_object_get(const char *uri,
+                         const struct LanceKeyValue *options,
+                         size_t options_len,
+                         char **out_content);
+
+// Deletes the object at `uri`; an object already gone is not an error.
+int32_t lance_object_delete(const char *uri,
+                            const struct LanceKeyValue *options,
+                            size_t options_len);
+
 // Scans the handle's version. Batches are decoded as the caller pulls
 // them, so a scan never holds the dataset in memory.
 int32_t lance_dataset_scan(const struct LanceDataset *dataset,
@@ -290,6 +318,32 @@ int32_t lance_dataset_take(const struct LanceDataset *dataset,
                            const char *const *columns,
                            size_t columns_len,
                            struct ArrowArrayStream *out_stream);
+
+// Commits `fragments` (consumed, even on failure) as a shared commit read at
+// the handle's version. Fails with LANCE_CONFLICT, committing nothing, when
+// an append or an update was committed after that version. Reports the new
+// version and the ids given to the fragments, in order; the handle moves to
+// the new version.
+int32_t lance_dataset_commit_shared(const struct LanceDataset *dataset,
+                                    struct LanceFragments *fragments,
+                                    uint64_t *out_version,
+                                    uint64_t **out_fragment_ids,
+                                    size_t *out_fragment_ids_len);
+
+// The fragments' Lance metadata as JSON, for `lance_fragments_from_json`;
+// free it with `lance_text_free`.
+int32_t lance_fragments_to_json(const struct LanceFragments *fragments, char **out_json);
+
+// Fragments from the JSON `lance_fragments_to_json` made.
+int32_t lance_fragments_from_json(const char *json, struct LanceFragments **out_fragments);
+
+// The first data file of each fragment, in order, as a stream of (name
+// utf8): the names Lance gave them, unique to each fragment.
+int32_t lance_fragments_data_files(const struct LanceFragments *fragments,
+                                   struct ArrowArrayStream *out_stream);
+
+// Frees text this crate returned. NULL is accepted.
+void lance_text_free(char *text);
 
 // Appends the rows of `stream` (consumed) as one fragment in one commit.
 // Reports the new version and the fragment's id (none for an empty stream,

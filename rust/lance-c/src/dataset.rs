@@ -86,7 +86,7 @@ fn new_session() -> Arc<Session> {
     ))
 }
 
-fn store_params(options: HashMap<String, String>) -> ObjectStoreParams {
+pub(crate) fn store_params(options: HashMap<String, String>) -> ObjectStoreParams {
     ObjectStoreParams {
         storage_options_accessor: Some(Arc::new(StorageOptionsAccessor::with_static_options(
             options,
@@ -229,6 +229,28 @@ pub unsafe extern "C" fn lance_dataset_exists(
     })
 }
 
+/// The names of the immediate children of the location `uri` (files and
+/// directories, or common prefixes on object stores), unsorted; none when it
+/// does not exist.
+pub(crate) fn list_names(uri: String, options: HashMap<String, String>) -> Result<Vec<String>> {
+    let listed = block_on(async move {
+        let registry = process().list_registry.clone();
+        let (store, path) =
+            ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+        store.read_dir(path).await
+    });
+    match listed {
+        Ok(names) => Ok(names),
+        Err(err) => {
+            let failure = Failure::from(err);
+            if failure.code != LANCE_NOT_FOUND {
+                return Err(failure);
+            }
+            Ok(Vec::new())
+        }
+    }
+}
+
 /// Lists the names of the immediate children of the location `uri` (files
 /// and directories, or common prefixes on object stores) as a stream of
 /// (name utf8), sorted. A location that does not exist has no children.
@@ -242,22 +264,7 @@ pub unsafe extern "C" fn lance_list_dir(
     guard(|| {
         let uri = text(uri, "uri")?.to_owned();
         let options = storage_options(options, options_len)?;
-        let listed = block_on(async move {
-            let registry = process().list_registry.clone();
-            let (store, path) =
-                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
-            store.read_dir(path).await
-        });
-        let mut names = match listed {
-            Ok(names) => names,
-            Err(err) => {
-                let failure = Failure::from(err);
-                if failure.code != LANCE_NOT_FOUND {
-                    return Err(failure);
-                }
-                Vec::new()
-            }
-        };
+        let mut names = list_names(uri, options)?;
         names.sort();
         names.dedup();
         let schema = Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, false)]));

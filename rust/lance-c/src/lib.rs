@@ -17,8 +17,10 @@ mod error;
 mod ffi;
 mod logging;
 mod maintain;
+mod objects;
 mod read;
 mod runtime;
+mod shared;
 mod write;
 
 /// The crate's version and the Lance version it was built with.

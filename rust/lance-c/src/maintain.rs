@@ -18,9 +18,11 @@ use lance_index::optimize::OptimizeOptions;
 use lance_index::scalar::ScalarIndexParams;
 use lance_index::IndexType;
 
-use crate::dataset::{handle, LanceDataset};
+use crate::dataset::{handle, list_names, LanceDataset};
 use crate::error::{guard, Failure};
-use crate::ffi::{give_batches, give_ids, out, text};
+use crate::ffi::{
+    give_batches, give_ids, optional_text, out, storage_options, text, LanceKeyValue,
+};
 use crate::runtime::{block_on, block_on_within};
 
 /// How `lance_dataset_compact` merges fragments.
@@ -38,10 +40,19 @@ pub struct LanceCompactOptions {
 /// Rewrite commit; rows are unchanged but move to new addresses). Reports the ids of the
 /// fragments it replaced and of those it added; both are empty when there
 /// was nothing to do. The handle moves to the new version.
+///
+/// With `protected_dir` (a location URI, with `storage` its options), no
+/// fragment whose first data file names an object there is touched: the
+/// directory is listed after the latest version is loaded, so a fragment
+/// in that version whose name was listed is left as it is (kv0's
+/// announcements of fragments waiting for a shared commit, shared.rs).
 #[no_mangle]
 pub unsafe extern "C" fn lance_dataset_compact(
     dataset: *const LanceDataset,
     options: *const LanceCompactOptions,
+    protected_dir: *const c_char,
+    storage: *const LanceKeyValue,
+    storage_len: usize,
     out_removed_ids: *mut *mut u64,
     out_removed_ids_len: *mut usize,
     out_added_ids: *mut *mut u64,
@@ -60,12 +71,28 @@ pub unsafe extern "C" fn lance_dataset_compact(
         if options.target_rows_per_fragment > 0 {
             lance_options.target_rows_per_fragment = options.target_rows_per_fragment;
         }
+        let protected_dir = optional_text(protected_dir, "protected directory")?.map(str::to_owned);
+        let storage = storage_options(storage, storage_len)?;
+        // Planned on the latest version: Lance rebases a compaction across
+        // the versions since its plan, which a cleanup may have removed.
         let mut dataset = handle.snapshot();
-        let (dataset, removed, added) = block_on(async move {
-            // Planned on the latest version: Lance rebases a compaction across
-            // the versions since its plan, which a cleanup may have removed.
+        let dataset = block_on(async move {
             dataset.checkout_latest().await?;
-            let plan = plan_compaction(&dataset, &lance_options).await?;
+            Ok::<_, lance::Error>(dataset)
+        })?;
+        let protected = match &protected_dir {
+            Some(uri) => list_names(uri.clone(), storage)?.into_iter().collect(),
+            None => HashSet::new(),
+        };
+        let (dataset, removed, added) = block_on(async move {
+            let mut dataset = dataset;
+            let mut plan = plan_compaction(&dataset, &lance_options).await?;
+            plan.tasks.retain(|task| {
+                !task
+                    .fragments
+                    .iter()
+                    .any(|f| f.files.first().is_some_and(|d| protected.contains(&d.path)))
+            });
             let mut results = Vec::with_capacity(plan.num_tasks());
             for task in plan.compaction_tasks() {
                 results.push(task.execute(&dataset).await?);

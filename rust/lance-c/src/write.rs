@@ -22,7 +22,7 @@ use crate::runtime::{block_on, block_on_within};
 
 /// Fragments written but not yet committed.
 pub struct LanceFragments {
-    fragments: Vec<Fragment>,
+    pub(crate) fragments: Vec<Fragment>,
 }
 
 /// Takes ownership of a C stream (it is marked released).
@@ -66,7 +66,7 @@ fn first_file(fragment: &Fragment) -> Option<&str> {
 }
 
 /// The ids, in `written` order, that `committed` gave to the written fragments.
-fn committed_ids(committed: &Dataset, written: &[Fragment]) -> Vec<u64> {
+pub(crate) fn committed_ids(committed: &Dataset, written: &[Fragment]) -> Vec<u64> {
     let by_file: std::collections::HashMap<&str, u64> = committed
         .fragments()
         .iter()

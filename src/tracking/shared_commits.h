@@ -1,0 +1,110 @@
+// Commits that a repository's writers share (docs/design.md, "Commits that
+// writers share").
+//
+// Each table's commits queue on its manifest, so writers that each commit
+// their own flushes wait on one another. With shared commits a flush writes
+// its rows as an uncommitted fragment and announces it: an object named
+// after the fragment's data file in <repository>/_pending/<table>/, holding
+// the fragment's Lance metadata. Any writer's commit then takes every
+// fragment announced, its own and others', so one commit carries the flushes
+// of all writers that were waiting, however many.
+//
+// A flush runs rounds until its fragment is in a committed version. A round:
+//
+//   1. moves the table's handle to the latest version V;
+//   2. lists the announcements (after step 1, for the invariant below);
+//   3. deletes each announcement whose fragment V holds: it is committed,
+//      and whoever committed it did not get to delete it (it died, or is
+//      about to);
+//   4. commits the fragments of the others in one shared commit read at V
+//      (lance::Dataset::CommitShared), then deletes their announcements. A
+//      shared commit fails with Conflict when another (or any append) was
+//      committed after V; the round then starts again.
+//
+// Why no fragment is committed twice (its rows would not show twice, since
+// reads keep one point per step, but its statistics deltas would count
+// twice): of two shared commits that each read a version older than the
+// other's commit, the later fails (Lance's check, see CommitShared). So a
+// second commit of a fragment would have to read a version V2 that already
+// holds it, and then step 3 finds it there, provided that a fragment stays
+// in every version after its commit while its announcement exists. Every
+// commit that removes fragments keeps that: it first retires the
+// announcements of fragments its version holds (Retire, after loading the
+// version it rewrites), and Lance's compaction, which plans on the latest
+// version itself, leaves alone every fragment announced when it looked
+// (lance::CompactOptions::protected_dir). Deletes of rows never remove a
+// fragment whose announcement can still exist: a freshly committed fragment
+// holds its writer's newest mark row, which no delete takes.
+//
+// A fragment announced and never committed (its writer died between the
+// two) is committed by the next round of any writer, and before a WAL
+// replay compares marks (CommitAnnounced): the marks in its rows then say
+// that its records are in storage. A round that fails leaves its
+// announcement; the flush's retry writes a new fragment for the same rows,
+// and both may be committed, as after any commit whose outcome is unknown
+// (the metrics commit marks its statistics deltas dirty for that,
+// RepoImpl::Commit).
+//
+// Tested in tests/cpp/shared_commits_test.cc: a fragment committed by
+// another writer, two writers racing for the same announcements, a writer
+// that dies after announcing, compaction beside an announcement left behind.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lance/dataset.h"
+
+namespace kv0::tracking {
+
+class SharedCommits {
+ public:
+  // For the repository at repo_uri; `timeout` bounds the rounds of one
+  // commit (they fail with Conflict past it).
+  SharedCommits(std::string repo_uri, lance::StorageOptions options,
+                std::chrono::milliseconds timeout);
+
+  // Where `table`'s announcements are.
+  std::string Dir(const std::string& table) const;
+
+  // Writes rows as a fragment of `dataset` (the table `table`), announces it
+  // and returns once a committed version holds it, with that version and the
+  // fragment's id. The handle is then at that version or a later one.
+  lance::CommitResult Commit(lance::Dataset& dataset, const std::string& table,
+                             arrow::OwnedStream rows);
+
+  // Commits every fragment announced for `table` and not committed yet.
+  void CommitAnnounced(lance::Dataset& dataset, const std::string& table);
+
+  // Deletes the announcements of fragments that `dataset`, at its version,
+  // holds: call it after loading the version whose fragments a commit will
+  // remove, before that commit. Throws if one cannot be deleted.
+  void Retire(const lance::Dataset& dataset, const std::string& table);
+
+ private:
+  struct Round {
+    bool own_committed = false;
+    lance::CommitResult result;
+  };
+  // One round for `own` (a data file; empty: none). Conflict propagates.
+  Round RunRound(lance::Dataset& dataset, const std::string& table, const std::string& own);
+  // The fragments an announcement describes; empty when it is gone.
+  std::optional<std::string> Read(const std::string& uri);
+  // Deletes the announcement of a committed fragment, if it can: one left
+  // behind is deleted by a later round.
+  void Forget(const std::string& uri);
+
+  const std::string repo_uri_;
+  const lance::StorageOptions options_;
+  const std::chrono::milliseconds timeout_;
+
+  // Announcements read, by URI: they never change.
+  std::mutex mu_;
+  std::map<std::string, std::string> read_;
+};
+
+}  // namespace kv0::tracking
