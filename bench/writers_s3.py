@@ -1,8 +1,12 @@
 """kv0 bench writers: many writer processes on one tracking repository on S3.
 
-Starts moto's S3 server on loopback inside this process, behind a WSGI layer
-that counts every request by table, kind of object (manifest, transaction,
-data, index, deletion, listing), method and status, with the bytes each way.
+Starts an S3 server on loopback behind a WSGI layer in this process that
+counts every request by table, kind of object (manifest, transaction, data,
+index, deletion, listing), method and status, with the bytes each way: moto's
+server inside this process, or with --server minio MinIO's, in a process of
+its own (built from the Go module proxy into a cache outside the checkout on
+first use; its data on tmpfs), which costs far less CPU per request than moto
+and so shows the writers' protocol rather than the server's ceiling.
 Then, for each number of writers N, N processes (this script in worker mode)
 write one new repository for --seconds each (or, with --runs R, until they
 have written R runs between them), all at once, as a team's
@@ -28,7 +32,7 @@ step (the process names each step to the counting layer with a request of
 its own, not counted).
 
     .venv/bin/python bench/writers_s3.py [--writers 1,2,4,8,16] [--seconds 30]
-        [--runs R] [--shared-commits]
+        [--runs R] [--shared-commits] [--server moto|minio]
         [--json FILE]
 """
 
@@ -38,7 +42,9 @@ import argparse
 import collections
 import json
 import logging
+import os
 import resource
+import shutil
 import socket
 import statistics
 import subprocess
@@ -147,22 +153,144 @@ class CountingApp:
         return chunks
 
 
-def start_server() -> tuple[object, CountingApp, str]:
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server
+class Server:
+    """The S3 server of a benchmark, behind the counting layer: moto inside
+    this process, or MinIO in its own process with a forwarding layer here."""
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
-    counting = CountingApp(DomainDispatcherApplication(create_backend_app))
+    def __init__(self, kind: str):
+        from werkzeug.serving import make_server
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
+        self.kind, self.minio = kind, None
+        if kind == "moto":
+            from moto.moto_server.werkzeug_app import (
+                DomainDispatcherApplication,
+                MotoRequestHandler,
+                create_backend_app,
+            )
+
+            self.counting = CountingApp(DomainDispatcherApplication(create_backend_app))
+            handler = MotoRequestHandler
+            self.user, self.secret = "testing", "testing"
+            self.name = "moto S3 (loopback)"
+        else:
+            self.user, self.secret = "kv0bench", "kv0bench-secret"
+            # Its data in memory where there is a tmpfs: the server's disk
+            # is not what is measured.
+            shm = Path("/dev/shm")
+            self.data = Path(tempfile.mkdtemp(prefix="kv0-bench-minio-",
+                                              dir=shm if shm.is_dir() else None))
+            self.minio, minio_port = start_minio(self.data, self.user, self.secret)
+            self.counting = CountingApp(ForwardingApp("127.0.0.1", minio_port))
+            handler = None
+            self.name = "MinIO (loopback, data on " + ("tmpfs" if shm.is_dir() else "disk") + ")"
+        port = free_port()
+        kwargs = {"request_handler": handler} if handler else {}
+        self.http = make_server("127.0.0.1", port, self.counting, True, **kwargs)
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def cpu_s(self) -> float:
+        """CPU seconds of the server so far: this process's (moto, or the
+        forwarding layer), plus MinIO's."""
+        cpu = time.process_time()
+        if self.minio is not None:
+            fields = Path(f"/proc/{self.minio.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cpu += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu
+
+    def stop(self) -> None:
+        self.http.shutdown()
+        if self.minio is not None:
+            self.minio.terminate()
+            self.minio.wait()
+            shutil.rmtree(self.data, ignore_errors=True)
+
+
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = make_server("127.0.0.1", port, counting, True, request_handler=MotoRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, counting, f"http://127.0.0.1:{port}"
+        return s.getsockname()[1]
+
+
+class ForwardingApp:
+    """Forwards each request unchanged (method, raw path and query, headers,
+    body) to the server at host:port, one keep-alive connection per thread,
+    so that CountingApp counts MinIO's requests as it counts moto's."""
+
+    HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade"}
+
+    def __init__(self, host: str, port: int):
+        self.host, self.port = host, port
+        self.local = threading.local()
+
+    def __call__(self, environ, start_response):
+        import http.client
+
+        headers = {key[5:].replace("_", "-"): value
+                   for key, value in environ.items() if key.startswith("HTTP_")}
+        if environ.get("CONTENT_TYPE"):
+            headers["CONTENT-TYPE"] = environ["CONTENT_TYPE"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else None
+        if length:
+            headers["CONTENT-LENGTH"] = str(length)
+        for attempt in range(2):
+            connection = getattr(self.local, "connection", None)
+            if connection is None:
+                connection = self.local.connection = http.client.HTTPConnection(
+                    self.host, self.port, timeout=120)
+            try:
+                connection.request(environ["REQUEST_METHOD"], environ["REQUEST_URI"], body=body,
+                                   headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+                break
+            except (http.client.HTTPException, ConnectionError):
+                connection.close()  # a kept-alive connection the server closed: once more
+                self.local.connection = None
+                if attempt:
+                    raise
+        start_response(f"{response.status} {response.reason}",
+                       [(k, v) for k, v in response.getheaders()
+                        if k.lower() not in self.HOP_BY_HOP])
+        return [data]
+
+
+# MinIO's server, built from the Go module proxy by this script (never by the
+# project's set-up) into a cache outside the checkout.
+MINIO_MODULE = "github.com/minio/minio@v0.0.0-20260212201848-7aac2a2c5b7c"
+
+
+def minio_binary() -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "kv0-bench" / "minio"
+    binary = cache / "minio"
+    if not binary.exists():
+        print(f"building {MINIO_MODULE} into {cache} (once; minutes) ...", file=sys.stderr,
+              flush=True)
+        subprocess.run(["go", "install", MINIO_MODULE], check=True,
+                       env={**os.environ, "GOBIN": str(cache), "GOFLAGS": "-mod=mod"})
+    return binary
+
+
+def start_minio(data: Path, user: str, secret: str) -> tuple[subprocess.Popen, int]:
+    import urllib.request
+
+    port = free_port()
+    env = {**os.environ, "MINIO_ROOT_USER": user, "MINIO_ROOT_PASSWORD": secret,
+           "MINIO_BROWSER": "off"}
+    proc = subprocess.Popen([str(minio_binary()), "server", str(data), "--quiet",
+                             "--address", f"127.0.0.1:{port}"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/minio/health/live").close()
+            return proc, port
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("MinIO's server did not start")
+            time.sleep(0.1)
 
 
 # --- A writer --------------------------------------------------------------------------
@@ -306,8 +434,8 @@ def check(uri: str, options: dict, wal_dir: str, acknowledged: dict[str, int]) -
     return missing
 
 
-def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: CountingApp,
-             scratch: Path) -> dict:
+def round_of(n: int, args, server: Server, bucket: str, options: dict, scratch: Path) -> dict:
+    endpoint, counting = server.endpoint, server.counting
     uri = f"s3://{bucket}/writers-{n}"
     meet = scratch / f"meet-{n}"
     meet.mkdir()
@@ -322,14 +450,14 @@ def round_of(n: int, args, endpoint: str, bucket: str, options: dict, counting: 
         procs.append(subprocess.Popen([sys.executable, __file__, "--worker", str(path)]))
     wait_for([meet / f"ready-{i}" for i in range(n)])
     counting.take()  # opening the repository is not the workload's
-    server_cpu = time.process_time()
+    server_cpu = server.cpu_s()
     start = time.monotonic()
     (meet / "go").touch()
     for p in procs:
         if p.wait() != 0:
             raise SystemExit(f"a writer exited with {p.returncode}")
     wall = time.monotonic() - start
-    server_cpu = time.process_time() - server_cpu
+    server_cpu = server.cpu_s() - server_cpu
     counts = counting.take()
 
     results = [json.loads((meet / f"result-{i}.json").read_text()) for i in range(n)]
@@ -397,28 +525,31 @@ def main() -> None:
                         "(instead of --seconds): the same repository written by 1 or N")
     parser.add_argument("--shared-commits", action="store_true",
                         help="writers share commits (Repo(shared_commits=True))")
+    parser.add_argument("--server", choices=("moto", "minio"), default="moto",
+                        help="the S3 server: moto in this process, or MinIO's server "
+                        "(built with Go on first use; data on tmpfs where there is one)")
     parser.add_argument("--json")
     args = parser.parse_args()
     import boto3
 
-    server, counting, endpoint = start_server()
-    options = {"aws_endpoint": endpoint, "aws_region": "us-east-1",
-               "aws_access_key_id": "testing", "aws_secret_access_key": "testing",
-               "allow_http": "true"}
-    bucket = "kv0-writers-" + uuid.uuid4().hex[:8]
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
-                 aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket=bucket)
     rounds = []
     with tempfile.TemporaryDirectory(prefix="kv0-bench-writers-") as scratch:
+        server = Server(args.server)
+        options = {"aws_endpoint": server.endpoint, "aws_region": "us-east-1",
+                   "aws_access_key_id": server.user, "aws_secret_access_key": server.secret,
+                   "allow_http": "true"}
+        bucket = "kv0-writers-" + uuid.uuid4().hex[:8]
+        boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1",
+                     aws_access_key_id=server.user,
+                     aws_secret_access_key=server.secret).create_bucket(Bucket=bucket)
         for n in [int(x) for x in args.writers.split(",")]:
             print(f"  {n} writers ...", file=sys.stderr, flush=True)
-            rounds.append(round_of(n, args, endpoint, bucket, options, counting, Path(scratch)))
-    server.shutdown()
+            rounds.append(round_of(n, args, server, bucket, options, Path(scratch)))
+        server.stop()
 
     size = f"{args.runs} runs in all" if args.runs else f"{args.seconds:g} s"
     mode = "shared commits" if args.shared_commits else "a commit per flush and table"
-    print(f"\nkv0 writers on one repository on moto S3 (loopback), {mode}, {size} each; "
+    print(f"\nkv0 writers on one repository on {server.name}, {mode}, {size} each; "
           f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
     print("| writers | commits/s | points/s | finish p50 / p95 / max s | lost manifest writes "
           "per commit | requests per commit | KB up / down per commit | writers CPU s | server "

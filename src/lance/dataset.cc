@@ -126,9 +126,31 @@ std::optional<std::string> GetObject(const std::string& uri, const StorageOption
   return TakeText(content);
 }
 
-void DeleteObject(const std::string& uri, const StorageOptions& options) {
+std::vector<ListedObject> ListObjects(const std::string& dir_uri, const StorageOptions& options) {
   auto kv = KeyValues(options);
-  Check(lance_object_delete(uri.c_str(), kv.data(), kv.size()), "delete " + uri);
+  arrow::OwnedStream stream;
+  Check(lance_objects_list(dir_uri.c_str(), kv.data(), kv.size(), stream.get()), "list " + dir_uri);
+  std::vector<ListedObject> out;
+  arrow::StreamReader reader(std::move(stream));
+  while (auto batch = reader.Next()) {
+    arrow::Utf8Column names(*batch, "name");
+    arrow::Int64Column times(*batch, "modified_ms");
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      out.push_back({std::string(names.value(i)), times.value(i)});
+    }
+  }
+  return out;
+}
+
+void DeleteObjects(const std::string& dir_uri, const StorageOptions& options,
+                   const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  auto kv = KeyValues(options);
+  std::vector<const char*> raw;
+  raw.reserve(names.size());
+  for (const std::string& name : names) raw.push_back(name.c_str());
+  Check(lance_objects_delete(dir_uri.c_str(), kv.data(), kv.size(), raw.data(), raw.size()),
+        "delete " + std::to_string(names.size()) + " objects in " + dir_uri);
 }
 
 void UncommittedFragments::Free::operator()(LanceFragments* raw) const {
@@ -375,15 +397,27 @@ StorageOptions WithClientDefaults(StorageOptions options, std::chrono::milliseco
   return options;
 }
 
+namespace {
+
+// The outcome of a commit call that reports the new version and the ids of
+// the fragments it added.
+template <typename Call>
+CommitResult Reported(const std::string& what, Call call) {
+  CommitResult result;
+  uint64_t* ids = nullptr;
+  size_t len = 0;
+  Check(call(&result.version, &ids, &len), what);
+  result.fragment_ids = TakeIds(ids, len);
+  return result;
+}
+
+}  // namespace
+
 CommitResult Dataset::Append(arrow::OwnedStream rows) {
   return Committing("append", [&] {
-    CommitResult result;
-    uint64_t* ids = nullptr;
-    size_t len = 0;
-    Check(lance_dataset_append(raw_.get(), rows.get(), &result.version, &ids, &len),
-          "append to " + uri_);
-    result.fragment_ids = TakeIds(ids, len);
-    return result;
+    return Reported("append to " + uri_, [&](uint64_t* version, uint64_t** ids, size_t* len) {
+      return lance_dataset_append(raw_.get(), rows.get(), version, ids, len);
+    });
   });
 }
 
@@ -395,26 +429,20 @@ UncommittedFragments Dataset::WriteFragments(arrow::OwnedStream rows) {
 
 CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added) {
   return Committing("update", [&] {
-    CommitResult result;
-    uint64_t* ids = nullptr;
-    size_t len = 0;
-    Check(lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(), added.release(),
-                                      &result.version, &ids, &len),
-          "commit update of " + uri_);
-    result.fragment_ids = TakeIds(ids, len);
-    return result;
+    return Reported("commit update of " + uri_, [&](uint64_t* version, uint64_t** ids,
+                                                   size_t* len) {
+      return lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(),
+                                         added.release(), version, ids, len);
+    });
   });
 }
 
 CommitResult Dataset::CommitShared(UncommittedFragments fragments) {
   return Committing("shared commit", [&] {
-    CommitResult result;
-    uint64_t* ids = nullptr;
-    size_t len = 0;
-    Check(lance_dataset_commit_shared(raw_.get(), fragments.release(), &result.version, &ids, &len),
-          "shared commit to " + uri_);
-    result.fragment_ids = TakeIds(ids, len);
-    return result;
+    return Reported("shared commit to " + uri_, [&](uint64_t* version, uint64_t** ids,
+                                                   size_t* len) {
+      return lance_dataset_commit_shared(raw_.get(), fragments.release(), version, ids, len);
+    });
   });
 }
 

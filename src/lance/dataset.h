@@ -267,11 +267,20 @@ std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& o
 
 // Small objects beside the datasets, written and read whole: the
 // announcements of fragments waiting for a shared commit. PutObject replaces
-// an object; GetObject gives nullopt for none; DeleteObject of an object
-// already gone succeeds.
+// an object; GetObject gives nullopt for none. ListObjects gives the objects
+// directly under dir_uri, sorted by name, with the time the store wrote each
+// (its own clock, so comparable across writers); DeleteObjects deletes some
+// of them in as few requests as the store allows, and an object already gone
+// counts as deleted.
+struct ListedObject {
+  std::string name;
+  int64_t modified_ms = 0;  // since the Unix epoch
+};
 void PutObject(const std::string& uri, const StorageOptions& options, const std::string& content);
 std::optional<std::string> GetObject(const std::string& uri, const StorageOptions& options);
-void DeleteObject(const std::string& uri, const StorageOptions& options);
+std::vector<ListedObject> ListObjects(const std::string& dir_uri, const StorageOptions& options);
+void DeleteObjects(const std::string& dir_uri, const StorageOptions& options,
+                   const std::vector<std::string>& names);
 
 // Receives Lance's log records: level 1 (error) to 5 (trace).
 using LogCallback = void (*)(int level, const char* target, const char* message, void* user);

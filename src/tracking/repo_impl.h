@@ -82,7 +82,9 @@ struct WriteBuffer : pipeline::Batch {
   // Changes whenever points.deltas may have moved (see SeriesState::delta);
   // unique across buffers.
   uint64_t generation = NextGeneration();
-  // The tables a flush committed, for the compaction after it.
+  // The tables this handle committed itself, for the compaction after it
+  // (a table whose rows another writer's shared commit carried is left to
+  // that writer: every writer compacting after the same commit would race).
   bool committed[kTableCount] = {false, false, false, false};
 
   bool empty() const override {
@@ -166,8 +168,9 @@ struct RepoImpl : public BackgroundClient,
   void OnTick(SteadyTime now) override;
   void AddRunRow(pipeline::WritePipeline::Locked& write, RunRow row);
   // Commits one table's rows: an append, or with options_.shared_commits a
-  // shared commit (shared_commits.h).
-  lance::CommitResult CommitRows(int table, arrow::OwnedStream rows);
+  // shared commit (shared_commits.h), which another writer's commit may
+  // have carried.
+  SharedCommits::Committed CommitRows(int table, arrow::OwnedStream rows);
   // Before a commit that removes fragments of `table` as the handle's
   // version holds them: the announcements of those fragments are retired
   // (shared_commits.h; every writer's, whatever this handle's options).

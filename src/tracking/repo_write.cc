@@ -401,37 +401,39 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
   // After a table's commit its rows and marks leave the batch (under the
   // lock: reads look at the batch), so on failure the batch holds exactly
   // what goes back.
-  auto done = [&](int table, auto clear_rows) {
+  auto done = [&](int table, const SharedCommits::Committed& commit, auto clear_rows) {
     if (auto own = buf.marks(table).find(writer); own != buf.marks(table).end()) {
       last_mark_[table] = own->second;
     }
     auto locked = pipeline_.Lock();
     clear_rows();
     buf.ClearMarks(table);
-    buf.committed[table] = true;
+    buf.committed[table] = commit.by_this_writer;
   };
-  // One append per table, in an order that lets a reader name every point it
+  // One commit per table, in an order that lets a reader name every point it
   // sees.
   if (!buf.runs.empty()) {
     auto commit = CommitRows(kRuns, RunsStream(buf.runs, MarksOf(buf, kRuns)));
     {
       // Tombstones are never buffered: this commit holds none to read.
       std::lock_guard lock(deleted_mu_);
-      tombstone_fragments_.insert(commit.fragment_ids.begin(), commit.fragment_ids.end());
+      const auto& ids = commit.result.fragment_ids;
+      tombstone_fragments_.insert(ids.begin(), ids.end());
     }
-    done(kRuns, [&] { buf.runs.clear(); });
+    done(kRuns, commit, [&] { buf.runs.clear(); });
   }
   if (!buf.params.empty()) {
-    CommitRows(kParams, ParamsStream(buf.params, MarksOf(buf, kParams)));
-    done(kParams, [&] { buf.params.clear(); });
+    auto commit = CommitRows(kParams, ParamsStream(buf.params, MarksOf(buf, kParams)));
+    done(kParams, commit, [&] { buf.params.clear(); });
   }
   if (!buf.series.empty()) {
-    CommitRows(kSeries, SeriesStream(buf.series, MarksOf(buf, kSeries)));
-    done(kSeries, [&] { buf.series.clear(); });
+    auto commit = CommitRows(kSeries, SeriesStream(buf.series, MarksOf(buf, kSeries)));
+    done(kSeries, commit, [&] { buf.series.clear(); });
   }
   if (!buf.points.empty()) {
+    SharedCommits::Committed commit;
     try {
-      CommitRows(kMetrics, FlushStream(buf.points, MarksOf(buf, kMetrics)));
+      commit = CommitRows(kMetrics, FlushStream(buf.points, MarksOf(buf, kMetrics)));
     } catch (const Error&) {
       // A commit that failed may still have happened (a timeout after Lance
       // wrote the manifest), and then the retry stores these statistics
@@ -441,18 +443,18 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
       for (auto& [id, delta] : buf.points.deltas) delta.set_dirty();
       throw;
     }
-    done(kMetrics, [&] {
+    done(kMetrics, commit, [&] {
       buf.points.Clear();  // keeps the columns' capacity for the next batch
       std::swap(buf.points, spare_points_);
     });
   }
 }
 
-lance::CommitResult RepoImpl::CommitRows(int table, arrow::OwnedStream rows) {
+SharedCommits::Committed RepoImpl::CommitRows(int table, arrow::OwnedStream rows) {
   if (options_.shared_commits && shared_) {
     return shared_->Commit(*tables_[table], TableName(table), std::move(rows));
   }
-  return tables_[table]->Append(std::move(rows));
+  return {tables_[table]->Append(std::move(rows)), true};
 }
 
 void RepoImpl::RetireAnnounced(int table) {

@@ -21,6 +21,16 @@
 //      shared commit fails with Conflict when another (or any append) was
 //      committed after V; the round then starts again.
 //
+// One writer commits a batch while the others wait. Step 4 is taken only by
+// the writer of the oldest announcement still waiting (the store's write
+// time, then the name); the others, having announced, list the directory
+// after short pauses until their announcement is gone (committed) or the
+// oldest, and take step 4 themselves once the same announcement has been
+// the oldest for `takeover` (its writer may be dead or stuck). So
+// announcements are read once, by the committer, and writers seldom race for
+// the manifest. Waiting is only an economy: any writer may take step 4 at
+// any time, and the argument below does not depend on who does.
+//
 // Why no fragment is committed twice (its rows would not show twice, since
 // reads keep one point per step, but its statistics deltas would count
 // twice): of two shared commits that each read a version older than the
@@ -47,7 +57,8 @@
 //
 // Tested in tests/cpp/shared_commits_test.cc: a fragment committed by
 // another writer, two writers racing for the same announcements, a writer
-// that dies after announcing, compaction beside an announcement left behind.
+// that waits for the oldest announcement's, a writer that dies after
+// announcing, compaction beside an announcement left behind.
 #pragma once
 
 #include <chrono>
@@ -63,19 +74,28 @@ namespace kv0::tracking {
 
 class SharedCommits {
  public:
+  // How long a flush waits while the same older announcement stays the
+  // oldest before committing the batch itself.
+  static constexpr std::chrono::milliseconds kTakeover{2000};
+
   // For the repository at repo_uri; `timeout` bounds the rounds of one
   // commit (they fail with Conflict past it).
   SharedCommits(std::string repo_uri, lance::StorageOptions options,
-                std::chrono::milliseconds timeout);
+                std::chrono::milliseconds timeout, std::chrono::milliseconds takeover = kTakeover);
 
   // Where `table`'s announcements are.
   std::string Dir(const std::string& table) const;
 
+  // What a flush's shared commit did.
+  struct Committed {
+    lance::CommitResult result;   // a version holding the fragment; its id
+    bool by_this_writer = false;  // false: another writer's commit carried it
+  };
+
   // Writes rows as a fragment of `dataset` (the table `table`), announces it
-  // and returns once a committed version holds it, with that version and the
-  // fragment's id. The handle is then at that version or a later one.
-  lance::CommitResult Commit(lance::Dataset& dataset, const std::string& table,
-                             arrow::OwnedStream rows);
+  // and returns once a committed version holds it. The handle is then at
+  // that version or a later one.
+  Committed Commit(lance::Dataset& dataset, const std::string& table, arrow::OwnedStream rows);
 
   // Commits every fragment announced for `table` and not committed yet.
   void CommitAnnounced(lance::Dataset& dataset, const std::string& table);
@@ -88,19 +108,28 @@ class SharedCommits {
  private:
   struct Round {
     bool own_committed = false;
-    lance::CommitResult result;
+    Committed committed;  // when own_committed
+    bool waits = false;   // another writer's announcement is older than own
+    std::string oldest;   // when it waits: that announcement
   };
-  // One round for `own` (a data file; empty: none). Conflict propagates.
-  Round RunRound(lance::Dataset& dataset, const std::string& table, const std::string& own);
-  // The fragments an announcement describes; empty when it is gone.
-  std::optional<std::string> Read(const std::string& uri);
-  // Deletes the announcement of a committed fragment, if it can: one left
-  // behind is deleted by a later round.
-  void Forget(const std::string& uri);
+  // One round for `own` (a data file; empty: none). With `may_wait`, it
+  // stops before committing when own is not the oldest announcement waiting.
+  // Conflict propagates.
+  Round RunRound(lance::Dataset& dataset, const std::string& table, const std::string& own,
+                 bool may_wait);
+  // The announcements in `dir`, oldest first.
+  std::vector<lance::ListedObject> List(const std::string& dir);
+  // What the announcements `names` in `dir` describe, read in parallel;
+  // nullopt for one that is gone.
+  std::vector<std::optional<std::string>> Read(const std::string& dir,
+                                               const std::vector<std::string>& names);
+  // Deletes announcements of committed fragments; throws if it cannot.
+  void Delete(const std::string& dir, const std::vector<std::string>& names);
 
   const std::string repo_uri_;
   const lance::StorageOptions options_;
   const std::chrono::milliseconds timeout_;
+  const std::chrono::milliseconds takeover_;
 
   // Announcements read, by URI: they never change.
   std::mutex mu_;

@@ -1354,29 +1354,8 @@ TEST_F(RepoTest, LatestVersionsMoveWithCommitsNotWithReads) {
 
 // --- 11. A crash between the params and series commits of a flush -------------
 
-std::string CrashChildPath() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "tracking_crash_child")
-      .string();
-}
-
-// Runs the child to its end and returns its wait status.
-int RunChild(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
-    throw std::runtime_error("spawn " + args[0]);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid");
-  }
-  return status;
-}
-
 TEST_F(RepoTest, CrashBetweenParamsAndSeriesCommitsReplaysTheRest) {
-  int status = RunChild({CrashChildPath(), Uri(), dir_ / "wal"});
+  int status = testing::RunChild({testing::CrashChildPath(), Uri(), dir_ / "wal"});
   ASSERT_TRUE(WIFEXITED(status)) << "the child died of a signal: " << status;
   ASSERT_EQ(WEXITSTATUS(status), 0) << "3: the flush hook never fired";
 

@@ -160,26 +160,6 @@ TEST_F(SharedCommitsTest, AnotherWritersCommitCarriesMineOnce) {
   b.Close();
 }
 
-std::string CrashChildPath() {
-  return (std::filesystem::read_symlink("/proc/self/exe").parent_path() / "tracking_crash_child")
-      .string();
-}
-
-int RunChild(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  pid_t pid;
-  if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) {
-    throw std::runtime_error("spawn " + args[0]);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) throw std::runtime_error("waitpid");
-  }
-  return status;
-}
-
 // A writer dies between announcing its points and committing them. Its WAL
 // is replayed later; the announcement may be committed by another writer
 // first, or by nobody until then. Either way each point is stored once.
@@ -188,7 +168,7 @@ TEST_F(SharedCommitsTest, WriterKilledAfterAnnouncingIsCommittedOnce) {
     SCOPED_TRACE(other_writer_first ? "another writer commits it first" : "replay finds it");
     testing::TempDir dir;
     const std::string uri = dir / "repo";
-    int status = RunChild({CrashChildPath(), uri, dir / "wal", "shared"});
+    int status = testing::RunChild({testing::CrashChildPath(), uri, dir / "wal", "shared"});
     ASSERT_TRUE(WIFEXITED(status)) << "the child died of a signal: " << status;
     ASSERT_EQ(WEXITSTATUS(status), 0) << "3: the hook never fired";
     ASSERT_EQ(lance::ListDir(uri + "/_pending/metrics", {}).size(), 1u);
@@ -279,6 +259,69 @@ TEST(SharedCommitsUnitTest, AnnouncementLeftBehindIsRetiredNotCommittedAgain) {
   dataset.CheckoutLatest();
   shared.Retire(dataset, "t");
   EXPECT_EQ(lance::ListDir(shared.Dir("t"), {}), std::vector<std::string>{"not-committed.lance"});
+}
+
+// Writer A announced first and is slow to commit (blocked after reading its
+// version); B announces after it. B must wait for A instead of committing
+// A's fragment with its own: A's commit then succeeds at its first attempt,
+// and B commits its own fragment after it. Without the wait B commits both
+// and A's commit is refused.
+TEST(SharedCommitsUnitTest, LaterAnnouncementWaitsForTheOldest) {
+  testing::TempDir dir;
+  const std::string uri = dir / "t.lance";
+  lance::Dataset::Create(uri, {}, kIdSchema);
+  lance::Dataset dataset_a = lance::Dataset::Open(uri, {});
+  lance::Dataset dataset_b = lance::Dataset::Open(uri, {});
+  // A takeover far longer than the test: B never stops waiting for A.
+  SharedCommits shared_a(dir.path().string(), {}, std::chrono::minutes(5), std::chrono::minutes(5));
+  SharedCommits shared_b(dir.path().string(), {}, std::chrono::minutes(5), std::chrono::minutes(5));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool a_blocked = false, release = false;
+  std::atomic<std::thread::id> a_thread{};
+  std::vector<std::string> commits;  // "a" or "b", in the order they landed
+  int a_attempts = 0;
+  CommitHookScope hook([&](const std::string&, std::string_view op, bool committed) {
+    if (op != "shared commit") return;
+    const bool is_a = std::this_thread::get_id() == a_thread.load();
+    std::unique_lock lock(mu);
+    if (committed) {
+      commits.push_back(is_a ? "a" : "b");
+      return;
+    }
+    if (!is_a || a_attempts++ > 0) return;
+    a_blocked = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  std::thread writer_a([&] {
+    a_thread = std::this_thread::get_id();
+    shared_a.Commit(dataset_a, "t", Rows({1}));
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return a_blocked; });
+  }
+  // B's announcement is written later than A's by the store's clock.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::thread writer_b([&] { shared_b.Commit(dataset_b, "t", Rows({2})); });
+  // Long enough for B to commit if it did not wait; B's waiting does not
+  // depend on it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    std::lock_guard lock(mu);
+    release = true;
+  }
+  cv.notify_all();
+  writer_a.join();
+  writer_b.join();
+
+  EXPECT_EQ(commits, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a_attempts, 1);
+  dataset_a.CheckoutLatest();
+  EXPECT_EQ(dataset_a.CountRows(), 2u);
+  EXPECT_TRUE(lance::ListDir(shared_a.Dir("t"), {}).empty());
 }
 
 }  // namespace

@@ -299,10 +299,23 @@ int32_t lance_object_get(const char *uri,
                          size_t options_len,
                          char **out_content);
 
-// Deletes the object at `uri`; an object already gone is not an error.
-int32_t lance_object_delete(const char *uri,
-                            const struct LanceKeyValue *options,
-                            size_t options_len);
+// Lists the objects directly under the location `dir_uri` as a stream of
+// (name utf8, modified_ms int64: when the store last wrote it, in
+// milliseconds since the Unix epoch by the store's clock), sorted by name.
+// Directories are left out; a location that does not exist has none.
+int32_t lance_objects_list(const char *dir_uri,
+                           const struct LanceKeyValue *options,
+                           size_t options_len,
+                           struct ArrowArrayStream *out_stream);
+
+// Deletes the objects `names` (`names_len` of them) under the location
+// `dir_uri`, in as few requests as the store allows (S3 takes up to 1,000
+// keys in one). An object already gone is not an error.
+int32_t lance_objects_delete(const char *dir_uri,
+                             const struct LanceKeyValue *options,
+                             size_t options_len,
+                             const char *const *names,
+                             size_t names_len);
 
 // Scans the handle's version. Batches are decoded as the caller pulls
 // them, so a scan never holds the dataset in memory.

@@ -1,16 +1,23 @@
-//! Small objects beside the datasets: written whole, read whole, deleted.
+//! Small objects beside the datasets: written whole, read whole, listed with
+//! their times, deleted in batches.
 //!
 //! kv0 keeps the announcements of fragments waiting for a shared commit in
-//! them (shared.rs). Each call names one object by its URI, on any store a
-//! dataset may live on, with the same storage options.
+//! them (shared.rs). Objects are named by URI, on any store a dataset may
+//! live on, with the same storage options.
 
 use std::ffi::{c_char, CString};
+use std::sync::Arc;
 
+use arrow::array::{Int64Array, StringArray};
+use arrow::ffi_stream::FFI_ArrowArrayStream;
+use arrow::record_batch::RecordBatch;
+use arrow_schema::{DataType, Field, Schema};
+use futures::{stream, StreamExt};
 use lance::io::ObjectStore;
 
 use crate::dataset::store_params;
 use crate::error::{guard, Failure, Result, LANCE_NOT_FOUND};
-use crate::ffi::{out, storage_options, text, LanceKeyValue};
+use crate::ffi::{give_batches, out, storage_options, text, texts, LanceKeyValue};
 use crate::runtime::{block_on, process};
 
 /// Writes `text` (NUL-terminated) as the whole object at `uri`, replacing
@@ -65,26 +72,97 @@ pub unsafe extern "C" fn lance_object_get(
     })
 }
 
-/// Deletes the object at `uri`; an object already gone is not an error.
+/// Lists the objects directly under the location `dir_uri` as a stream of
+/// (name utf8, modified_ms int64: when the store last wrote it, in
+/// milliseconds since the Unix epoch by the store's clock), sorted by name.
+/// Directories are left out; a location that does not exist has none.
 #[no_mangle]
-pub unsafe extern "C" fn lance_object_delete(
-    uri: *const c_char,
+pub unsafe extern "C" fn lance_objects_list(
+    dir_uri: *const c_char,
     options: *const LanceKeyValue,
     options_len: usize,
+    out_stream: *mut FFI_ArrowArrayStream,
 ) -> i32 {
     guard(|| {
-        let uri = text(uri, "uri")?.to_owned();
+        let uri = text(dir_uri, "directory uri")?.to_owned();
         let options = storage_options(options, options_len)?;
-        let deleted: Result<()> = block_on(async move {
+        let listed: Result<Vec<(String, i64)>> = block_on(async move {
             let registry = process().list_registry.clone();
             let (store, path) =
                 ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
-            store.delete(&path).await
+            let listing = store.list_with_delimiter(Some(&path)).await?;
+            Ok::<_, lance::Error>(
+                listing
+                    .objects
+                    .iter()
+                    .filter_map(|o| {
+                        let name = o.location.filename()?.to_string();
+                        Some((name, o.last_modified.timestamp_millis()))
+                    })
+                    .collect(),
+            )
         })
         .map_err(Failure::from);
-        match deleted {
-            Err(failure) if failure.code != LANCE_NOT_FOUND => Err(failure),
-            _ => Ok(()),
+        let mut objects = match listed {
+            Err(failure) if failure.code == LANCE_NOT_FOUND => Vec::new(),
+            other => other?,
+        };
+        objects.sort();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("modified_ms", DataType::Int64, false),
+        ]));
+        let names = StringArray::from_iter_values(objects.iter().map(|(name, _)| name));
+        let times = Int64Array::from_iter_values(objects.iter().map(|(_, ms)| *ms));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(names), Arc::new(times)])?;
+        give_batches(schema, vec![batch], out_stream)
+    })
+}
+
+/// Deletes the objects `names` (`names_len` of them) under the location
+/// `dir_uri`, in as few requests as the store allows (S3 takes up to 1,000
+/// keys in one). An object already gone is not an error.
+#[no_mangle]
+pub unsafe extern "C" fn lance_objects_delete(
+    dir_uri: *const c_char,
+    options: *const LanceKeyValue,
+    options_len: usize,
+    names: *const *const c_char,
+    names_len: usize,
+) -> i32 {
+    guard(|| {
+        let uri = text(dir_uri, "directory uri")?.to_owned();
+        let options = storage_options(options, options_len)?;
+        let names = texts(names, names_len, "object name")?;
+        if names.is_empty() {
+            return Ok(());
         }
+        let outcomes: Vec<Result<()>> = block_on(async move {
+            let registry = process().list_registry.clone();
+            let (store, path) =
+                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            let paths: Vec<_> = names
+                .iter()
+                .map(|name| Ok(path.clone().join(name.as_str())))
+                .collect();
+            let outcomes = store
+                .inner
+                .delete_stream(stream::iter(paths).boxed())
+                .map(|outcome| {
+                    outcome
+                        .map(|_| ())
+                        .map_err(|e| Failure::from(lance::Error::from(e)))
+                })
+                .collect::<Vec<_>>()
+                .await;
+            Ok::<_, lance::Error>(outcomes)
+        })?;
+        for outcome in outcomes {
+            match outcome {
+                Err(failure) if failure.code != LANCE_NOT_FOUND => return Err(failure),
+                _ => {}
+            }
+        }
+        Ok(())
     })
 }

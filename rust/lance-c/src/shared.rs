@@ -22,7 +22,7 @@ use arrow::array::StringArray;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema};
-use lance::dataset::transaction::{Operation, Transaction, UpdateMode};
+use lance::dataset::transaction::Transaction;
 use lance::dataset::CommitBuilder;
 use lance_table::format::key_existence::{FilterType, KeyExistenceFilter};
 use lance_table::format::Fragment;
@@ -31,7 +31,7 @@ use crate::dataset::handle;
 use crate::error::{guard, Failure};
 use crate::ffi::{give_batches, give_ids, out, text};
 use crate::runtime::block_on_within;
-use crate::write::{committed_ids, LanceFragments};
+use crate::write::{committed_ids, rewrite, LanceFragments};
 
 /// The one key every shared commit's filter holds, so that any two filters
 /// intersect. Its value means nothing.
@@ -70,17 +70,7 @@ pub unsafe extern "C" fn lance_dataset_commit_shared(
         }
         let read = handle.snapshot();
         let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
-            let operation = Operation::Update {
-                removed_fragment_ids: Vec::new(),
-                updated_fragments: Vec::new(),
-                new_fragments: written.clone(),
-                fields_modified: Vec::new(),
-                compacted_sstables: Vec::new(),
-                fields_for_preserving_frag_bitmap: Vec::new(),
-                update_mode: Some(UpdateMode::RewriteRows),
-                inserted_rows_filter: Some(shared_filter()),
-                updated_fragment_offsets: None,
-            };
+            let operation = rewrite(Vec::new(), written.clone(), Some(shared_filter()));
             let transaction = Transaction::new(read.version().version, operation, None);
             let committed = CommitBuilder::new(Arc::new(read))
                 .execute(transaction)

@@ -12,6 +12,7 @@ use arrow::ffi_stream::{ArrowArrayStreamReader, FFI_ArrowArrayStream};
 use lance::dataset::transaction::{Operation, UpdateMode};
 use lance::dataset::{InsertBuilder, WriteMode, WriteParams};
 use lance::Dataset;
+use lance_table::format::key_existence::KeyExistenceFilter;
 use lance_table::format::Fragment;
 
 use crate::commit::commit;
@@ -161,6 +162,27 @@ pub unsafe extern "C" fn lance_fragments_extend(
     })
 }
 
+/// An Update that removes the fragments `removed` and adds `added` whole (the
+/// rows of both are rewritten, none is changed in place), with `filter` as
+/// the key-existence filter of the rows it inserts.
+pub(crate) fn rewrite(
+    removed: Vec<u64>,
+    added: Vec<Fragment>,
+    filter: Option<KeyExistenceFilter>,
+) -> Operation {
+    Operation::Update {
+        removed_fragment_ids: removed,
+        updated_fragments: Vec::new(),
+        new_fragments: added,
+        fields_modified: Vec::new(),
+        compacted_sstables: Vec::new(),
+        fields_for_preserving_frag_bitmap: Vec::new(),
+        update_mode: Some(UpdateMode::RewriteRows),
+        inserted_rows_filter: filter,
+        updated_fragment_offsets: None,
+    }
+}
+
 /// Commits an Update that removes the fragments `removed_ids` and adds
 /// `fragments` (consumed, even on failure; may be NULL for none), read at
 /// the handle's version. Appends committed meanwhile are kept; a commit since
@@ -198,17 +220,7 @@ pub unsafe extern "C" fn lance_dataset_commit_update(
             ));
         }
         let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
-            let operation = Operation::Update {
-                removed_fragment_ids: removed,
-                updated_fragments: Vec::new(),
-                new_fragments: written.clone(),
-                fields_modified: Vec::new(),
-                compacted_sstables: Vec::new(),
-                fields_for_preserving_frag_bitmap: Vec::new(),
-                update_mode: Some(UpdateMode::RewriteRows),
-                inserted_rows_filter: None,
-                updated_fragment_offsets: None,
-            };
+            let operation = rewrite(removed, written.clone(), None);
             let committed = commit(dataset, operation).await?;
             let ids = committed_ids(&committed, &written);
             Ok::<_, lance::Error>((committed, ids))
