@@ -98,6 +98,17 @@ std::vector<std::optional<std::string>> SharedCommits::Read(const std::string& d
   return out;
 }
 
+void SharedCommits::Prune(const std::string& dir, const std::vector<lance::ListedObject>& listed) {
+  std::set<std::string> names;
+  for (const lance::ListedObject& o : listed) names.insert(dir + "/" + o.name);
+  std::lock_guard lock(mu_);
+  // The URIs in `dir` sort between dir + "/" and dir + "0" ('0' follows '/').
+  auto it = read_.lower_bound(dir + "/");
+  while (it != read_.end() && it->first < dir + "0") {
+    it = names.count(it->first) ? std::next(it) : read_.erase(it);
+  }
+}
+
 void SharedCommits::Delete(const std::string& dir, const std::vector<std::string>& names) {
   lance::DeleteObjects(dir, options_, names);
   std::lock_guard lock(mu_);
@@ -114,10 +125,12 @@ SharedCommits::Round SharedCommits::RunRound(lance::Dataset& dataset, const std:
   const std::string dir = Dir(table);
   std::vector<std::string> committed, waiting;  // waiting: oldest first
   bool own_listed = false;
-  for (const lance::ListedObject& o : List(dir)) {
+  std::vector<lance::ListedObject> listed = List(dir);
+  for (const lance::ListedObject& o : listed) {
     own_listed = own_listed || o.name == own;
     (held.count(o.name) ? committed : waiting).push_back(o.name);
   }
+  Prune(dir, listed);
   try {
     Delete(dir, committed);
   } catch (const Error&) {

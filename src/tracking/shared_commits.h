@@ -123,6 +123,9 @@ class SharedCommits {
   // nullopt for one that is gone.
   std::vector<std::optional<std::string>> Read(const std::string& dir,
                                                const std::vector<std::string>& names);
+  // Forgets what was read of announcements in `dir` that are not `listed`
+  // any more (another writer committed and deleted them).
+  void Prune(const std::string& dir, const std::vector<lance::ListedObject>& listed);
   // Deletes announcements of committed fragments; throws if it cannot.
   void Delete(const std::string& dir, const std::vector<std::string>& names);
 
@@ -131,7 +134,7 @@ class SharedCommits {
   const std::chrono::milliseconds timeout_;
   const std::chrono::milliseconds takeover_;
 
-  // Announcements read, by URI: they never change.
+  // Announcements read or written, by URI: they never change.
   std::mutex mu_;
   std::map<std::string, std::string> read_;
 };

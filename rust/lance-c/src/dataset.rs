@@ -15,7 +15,7 @@ use lance::dataset::builder::DatasetBuilder;
 use lance::dataset::transaction::UpdateMapEntry;
 use lance::dataset::DEFAULT_INDEX_CACHE_SIZE;
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
-use lance::io::{ObjectStore, ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
+use lance::io::{ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
 use lance::session::Session;
 use lance::Dataset;
 
@@ -23,7 +23,7 @@ use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND
 use crate::ffi::{
     give_batches, key_values, optional_text, out, storage_options, text, LanceKeyValue,
 };
-use crate::runtime::{block_on, block_on_here, process};
+use crate::runtime::{block_on, block_on_here};
 
 /// An open dataset at one version. Calls on one handle may come from any
 /// thread: each call works on a snapshot of the handle's dataset, and calls
@@ -234,9 +234,7 @@ pub unsafe extern "C" fn lance_dataset_exists(
 /// does not exist.
 pub(crate) fn list_names(uri: String, options: HashMap<String, String>) -> Result<Vec<String>> {
     let listed = block_on(async move {
-        let registry = process().list_registry.clone();
-        let (store, path) =
-            ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+        let (store, path) = crate::objects::directory(&uri, options).await?;
         store.read_dir(path).await
     });
     match listed {

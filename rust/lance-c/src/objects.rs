@@ -5,6 +5,7 @@
 //! them (shared.rs). Objects are named by URI, on any store a dataset may
 //! live on, with the same storage options.
 
+use std::collections::HashMap;
 use std::ffi::{c_char, CString};
 use std::sync::Arc;
 
@@ -14,11 +15,49 @@ use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema};
 use futures::{stream, StreamExt};
 use lance::io::ObjectStore;
+use object_store::path::Path;
 
 use crate::dataset::store_params;
 use crate::error::{guard, Failure, Result, LANCE_NOT_FOUND};
 use crate::ffi::{give_batches, out, storage_options, text, texts, LanceKeyValue};
 use crate::runtime::{block_on, process};
+
+/// The object store and path of the directory `dir_uri`, built once per
+/// directory and options in a process. Building a store builds an HTTP
+/// client, which reads every certificate of the system: several times the
+/// CPU of the request it would make. (Lance's registry keeps a store only
+/// while someone else holds it.)
+pub(crate) async fn directory(
+    dir_uri: &str,
+    options: HashMap<String, String>,
+) -> lance::Result<(Arc<ObjectStore>, Path)> {
+    let mut sorted: Vec<(String, String)> = options.clone().into_iter().collect();
+    sorted.sort();
+    let key = (dir_uri.to_owned(), sorted);
+    if let Some(found) = process().directories.lock().unwrap().get(&key) {
+        return Ok(found.clone());
+    }
+    let registry = process().list_registry.clone();
+    let built = ObjectStore::from_uri_and_params(registry, dir_uri, &store_params(options)).await?;
+    process()
+        .directories
+        .lock()
+        .unwrap()
+        .insert(key, built.clone());
+    Ok(built)
+}
+
+/// The object store and path of the object at `uri`, through its directory.
+async fn object(
+    uri: &str,
+    options: HashMap<String, String>,
+) -> lance::Result<(Arc<ObjectStore>, Path)> {
+    let (dir, name) = uri.rsplit_once('/').ok_or_else(|| {
+        lance::Error::invalid_input(format!("{uri} names no object in a directory"))
+    })?;
+    let (store, path) = directory(dir, options).await?;
+    Ok((store, path.clone().join(name)))
+}
 
 /// Writes `text` (NUL-terminated) as the whole object at `uri`, replacing
 /// any object there.
@@ -34,9 +73,7 @@ pub unsafe extern "C" fn lance_object_put(
         let options = storage_options(options, options_len)?;
         let content = text(content, "content")?.as_bytes().to_vec();
         block_on(async move {
-            let registry = process().list_registry.clone();
-            let (store, path) =
-                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            let (store, path) = object(&uri, options).await?;
             store.put(&path, &content).await?;
             Ok::<_, lance::Error>(())
         })?;
@@ -58,9 +95,7 @@ pub unsafe extern "C" fn lance_object_get(
         let options = storage_options(options, options_len)?;
         let out_content = out(out_content, "output content")?;
         let bytes = block_on(async move {
-            let registry = process().list_registry.clone();
-            let (store, path) =
-                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            let (store, path) = object(&uri, options).await?;
             store.read_one_all(&path).await
         })?;
         let content = String::from_utf8(bytes.to_vec())
@@ -87,9 +122,7 @@ pub unsafe extern "C" fn lance_objects_list(
         let uri = text(dir_uri, "directory uri")?.to_owned();
         let options = storage_options(options, options_len)?;
         let listed: Result<Vec<(String, i64)>> = block_on(async move {
-            let registry = process().list_registry.clone();
-            let (store, path) =
-                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            let (store, path) = directory(&uri, options).await?;
             let listing = store.list_with_delimiter(Some(&path)).await?;
             Ok::<_, lance::Error>(
                 listing
@@ -138,9 +171,7 @@ pub unsafe extern "C" fn lance_objects_delete(
             return Ok(());
         }
         let outcomes: Vec<Result<()>> = block_on(async move {
-            let registry = process().list_registry.clone();
-            let (store, path) =
-                ObjectStore::from_uri_and_params(registry, &uri, &store_params(options)).await?;
+            let (store, path) = directory(&uri, options).await?;
             let paths: Vec<_> = names
                 .iter()
                 .map(|name| Ok(path.clone().join(name.as_str())))

@@ -8,22 +8,30 @@
 //! Everything else bound to a runtime (object-store clients with their
 //! connection pools) lives in `Process` beside it, so it is made anew too.
 
+use std::collections::HashMap;
 use std::ffi::c_int;
 use std::future::Future;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Arc, Once};
+use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use lance::io::ObjectStoreRegistry;
+use lance::io::{ObjectStore, ObjectStoreRegistry};
+use object_store::path::Path;
 
 use crate::error::{Failure, LANCE_TIMEOUT};
+
+/// A directory's URI and the storage options it is reached with, sorted.
+pub type DirectoryKey = (String, Vec<(String, String)>);
 
 /// What one process owns: the runtime, and the object stores built on it.
 pub struct Process {
     runtime: tokio::runtime::Runtime,
-    /// Object stores for listings, built once per location and options.
+    /// Where listings and small objects go: Lance's registry of object
+    /// stores, and the stores it built, kept by directory and options
+    /// (`objects::directory`).
     pub list_registry: Arc<ObjectStoreRegistry>,
+    pub directories: Mutex<HashMap<DirectoryKey, (Arc<ObjectStore>, Path)>>,
     /// The parent's `Process` when this one was built in a fork's child:
     /// kept reachable, so that leak checkers do not report it.
     _inherited: usize,
@@ -69,6 +77,7 @@ pub fn process() -> &'static Process {
             .build()
             .expect("cannot start the Tokio runtime"),
         list_registry: Arc::new(ObjectStoreRegistry::default()),
+        directories: Mutex::new(HashMap::new()),
         _inherited: INHERITED.load(Ordering::SeqCst) as usize,
     }));
     match CURRENT.compare_exchange(ptr::null_mut(), built, Ordering::AcqRel, Ordering::Acquire) {
