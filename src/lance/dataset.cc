@@ -92,10 +92,10 @@ std::map<std::string, std::string> ReadMap(arrow::OwnedStream stream) {
 
 }  // namespace
 
-std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& options) {
-  auto kv = KeyValues(options);
-  arrow::OwnedStream stream;
-  Check(lance_list_dir(uri.c_str(), kv.data(), kv.size(), stream.get()), "list " + uri);
+namespace {
+
+// The utf8 column "name" of every batch of `stream`.
+std::vector<std::string> Names(arrow::OwnedStream stream) {
   std::vector<std::string> out;
   arrow::StreamReader reader(std::move(stream));
   while (auto batch = reader.Next()) {
@@ -103,6 +103,15 @@ std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& o
     for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(names.value(i));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> ListDir(const std::string& uri, const StorageOptions& options) {
+  auto kv = KeyValues(options);
+  arrow::OwnedStream stream;
+  Check(lance_list_dir(uri.c_str(), kv.data(), kv.size(), stream.get()), "list " + uri);
+  return Names(std::move(stream));
 }
 
 // Takes over text allocated by lance-c.
@@ -172,13 +181,7 @@ UncommittedFragments UncommittedFragments::FromJson(const std::string& json) {
 std::vector<std::string> UncommittedFragments::DataFiles() const {
   arrow::OwnedStream stream;
   Check(lance_fragments_data_files(raw_.get(), stream.get()), "list written fragments' files");
-  std::vector<std::string> out;
-  arrow::StreamReader reader(std::move(stream));
-  while (auto batch = reader.Next()) {
-    arrow::Utf8Column names(*batch, "name");
-    for (int64_t i = 0; i < batch->num_rows(); ++i) out.emplace_back(names.value(i));
-  }
-  return out;
+  return Names(std::move(stream));
 }
 
 void UncommittedFragments::Extend(UncommittedFragments other) {
@@ -429,20 +432,20 @@ UncommittedFragments Dataset::WriteFragments(arrow::OwnedStream rows) {
 
 CommitResult Dataset::CommitUpdate(std::span<const uint64_t> removed, UncommittedFragments added) {
   return Committing("update", [&] {
-    return Reported("commit update of " + uri_, [&](uint64_t* version, uint64_t** ids,
-                                                   size_t* len) {
-      return lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(),
-                                         added.release(), version, ids, len);
-    });
+    return Reported("commit update of " + uri_,
+                    [&](uint64_t* version, uint64_t** ids, size_t* len) {
+                      return lance_dataset_commit_update(raw_.get(), removed.data(), removed.size(),
+                                                         added.release(), version, ids, len);
+                    });
   });
 }
 
 CommitResult Dataset::CommitShared(UncommittedFragments fragments) {
   return Committing("shared commit", [&] {
-    return Reported("shared commit to " + uri_, [&](uint64_t* version, uint64_t** ids,
-                                                   size_t* len) {
-      return lance_dataset_commit_shared(raw_.get(), fragments.release(), version, ids, len);
-    });
+    return Reported(
+        "shared commit to " + uri_, [&](uint64_t* version, uint64_t** ids, size_t* len) {
+          return lance_dataset_commit_shared(raw_.get(), fragments.release(), version, ids, len);
+        });
   });
 }
 

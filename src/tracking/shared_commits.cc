@@ -33,20 +33,15 @@ std::set<std::string> HeldFiles(const lance::Dataset& dataset) {
   return held;
 }
 
-// A short wait before a round runs again after losing a race, so that
-// writers that lost together do not all try again at once.
-void Pause(int attempt) {
+// A random wait between first_ms and cap_ms, doubling with the attempt:
+// before a round runs again after losing a race (so that writers that lost
+// together do not all try again at once), and, longer, between the listings
+// of a writer waiting for another's commit (every waiting writer lists).
+void Pause(int attempt, int first_ms, int cap_ms) {
   thread_local std::minstd_rand random{std::random_device{}()};
-  int cap_ms = 4 << std::min(attempt, 4);  // 8 to 64 ms
-  std::this_thread::sleep_for(std::chrono::milliseconds(cap_ms / 2 + random() % (cap_ms / 2 + 1)));
-}
-
-// The pause between the listings of a writer waiting for another's commit:
-// longer than after a lost race, as every waiting writer lists.
-void PauseWaiting(int attempt) {
-  thread_local std::minstd_rand random{std::random_device{}()};
-  int cap_ms = std::min(200, 25 << std::min(attempt, 4));
-  std::this_thread::sleep_for(std::chrono::milliseconds(cap_ms / 2 + random() % (cap_ms / 2 + 1)));
+  int high_ms = std::min(cap_ms, first_ms << std::min(attempt, 4));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(high_ms / 2 + random() % (high_ms / 2 + 1)));
 }
 
 }  // namespace
@@ -245,7 +240,7 @@ SharedCommits::Committed SharedCommits::Commit(lance::Dataset& dataset, const st
                                        std::to_string(attempt) + " rounds" +
                                        (lost.empty() ? "" : "; the last lost to another: " + lost));
     }
-    waiting ? PauseWaiting(attempt) : Pause(attempt);
+    waiting ? Pause(attempt, 25, 200) : Pause(attempt, 4, 64);
   }
 }
 
@@ -258,7 +253,7 @@ void SharedCommits::CommitAnnounced(lance::Dataset& dataset, const std::string& 
     } catch (const Error& e) {
       if (e.code() != Code::kConflict || std::chrono::steady_clock::now() >= deadline) throw;
     }
-    Pause(attempt);
+    Pause(attempt, 4, 64);
   }
 }
 

@@ -19,7 +19,7 @@ use lance::io::{ObjectStoreParams, ObjectStoreRegistry, StorageOptionsAccessor};
 use lance::session::Session;
 use lance::Dataset;
 
-use crate::error::{guard, Failure, Result, LANCE_ALREADY_EXISTS, LANCE_NOT_FOUND};
+use crate::error::{guard, or_absent, Failure, Result, LANCE_ALREADY_EXISTS};
 use crate::ffi::{
     give_batches, key_values, optional_text, out, storage_options, text, LanceKeyValue,
 };
@@ -215,16 +215,7 @@ pub unsafe extern "C" fn lance_dataset_exists(
         let uri = text(uri, "uri")?.to_owned();
         let options = storage_options(options, options_len)?;
         let out_exists = out(out_exists, "output flag")?;
-        *out_exists = match block_on(load(uri, options, 0, None)) {
-            Ok(_) => true,
-            Err(err) => {
-                let failure = Failure::from(err);
-                if failure.code != LANCE_NOT_FOUND {
-                    return Err(failure);
-                }
-                false
-            }
-        };
+        *out_exists = or_absent(block_on(load(uri, options, 0, None)).map(|_| true))?;
         Ok(())
     })
 }
@@ -233,20 +224,10 @@ pub unsafe extern "C" fn lance_dataset_exists(
 /// directories, or common prefixes on object stores), unsorted; none when it
 /// does not exist.
 pub(crate) fn list_names(uri: String, options: HashMap<String, String>) -> Result<Vec<String>> {
-    let listed = block_on(async move {
+    or_absent(block_on(async move {
         let (store, path) = crate::objects::directory(&uri, options).await?;
         store.read_dir(path).await
-    });
-    match listed {
-        Ok(names) => Ok(names),
-        Err(err) => {
-            let failure = Failure::from(err);
-            if failure.code != LANCE_NOT_FOUND {
-                return Err(failure);
-            }
-            Ok(Vec::new())
-        }
-    }
+    }))
 }
 
 /// Lists the names of the immediate children of the location `uri` (files

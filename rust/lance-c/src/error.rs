@@ -94,6 +94,16 @@ fn set_last_error(message: &str) {
     LAST_ERROR.with(|cell| *cell.borrow_mut() = text);
 }
 
+/// `result`, with a location or object that does not exist read as nothing
+/// there (`T::default()`): for listings and deletes, where absence is an
+/// answer, not a failure.
+pub fn or_absent<T: Default>(result: std::result::Result<T, impl Into<Failure>>) -> Result<T> {
+    match result.map_err(Into::into) {
+        Err(failure) if failure.code == LANCE_NOT_FOUND => Ok(T::default()),
+        other => other,
+    }
+}
+
 /// Runs `body`, turning an error or a panic into a status code and the
 /// thread's last error message. Every exported function goes through here.
 pub fn guard(body: impl FnOnce() -> Result<()>) -> i32 {

@@ -18,7 +18,7 @@ use lance::io::ObjectStore;
 use object_store::path::Path;
 
 use crate::dataset::store_params;
-use crate::error::{guard, Failure, Result, LANCE_NOT_FOUND};
+use crate::error::{guard, or_absent, Failure, Result};
 use crate::ffi::{give_batches, out, storage_options, text, texts, LanceKeyValue};
 use crate::runtime::{block_on, process};
 
@@ -121,7 +121,7 @@ pub unsafe extern "C" fn lance_objects_list(
     guard(|| {
         let uri = text(dir_uri, "directory uri")?.to_owned();
         let options = storage_options(options, options_len)?;
-        let listed: Result<Vec<(String, i64)>> = block_on(async move {
+        let mut objects: Vec<(String, i64)> = or_absent(block_on(async move {
             let (store, path) = directory(&uri, options).await?;
             let listing = store.list_with_delimiter(Some(&path)).await?;
             Ok::<_, lance::Error>(
@@ -134,12 +134,7 @@ pub unsafe extern "C" fn lance_objects_list(
                     })
                     .collect(),
             )
-        })
-        .map_err(Failure::from);
-        let mut objects = match listed {
-            Err(failure) if failure.code == LANCE_NOT_FOUND => Vec::new(),
-            other => other?,
-        };
+        }))?;
         objects.sort();
         let schema = Arc::new(Schema::new(vec![
             Field::new("name", DataType::Utf8, false),
@@ -188,12 +183,6 @@ pub unsafe extern "C" fn lance_objects_delete(
                 .await;
             Ok::<_, lance::Error>(outcomes)
         })?;
-        for outcome in outcomes {
-            match outcome {
-                Err(failure) if failure.code != LANCE_NOT_FOUND => return Err(failure),
-                _ => {}
-            }
-        }
-        Ok(())
+        outcomes.into_iter().try_for_each(or_absent)
     })
 }

@@ -31,7 +31,7 @@ use crate::dataset::handle;
 use crate::error::{guard, Failure};
 use crate::ffi::{give_batches, give_ids, out, text};
 use crate::runtime::block_on_within;
-use crate::write::{committed_ids, rewrite, LanceFragments};
+use crate::write::{committed_ids, rewrite, take_fragments, LanceFragments};
 
 /// The one key every shared commit's filter holds, so that any two filters
 /// intersect. Its value means nothing.
@@ -57,11 +57,7 @@ pub unsafe extern "C" fn lance_dataset_commit_shared(
     out_fragment_ids: *mut *mut u64,
     out_fragment_ids_len: *mut usize,
 ) -> i32 {
-    let written = if fragments.is_null() {
-        Vec::new()
-    } else {
-        Box::from_raw(fragments).fragments
-    };
+    let written = take_fragments(fragments);
     guard(|| {
         let handle = handle(dataset)?;
         let out_version = out(out_version, "output version")?;

@@ -162,6 +162,16 @@ pub unsafe extern "C" fn lance_fragments_extend(
     })
 }
 
+/// Takes over the fragments behind `fragments` (NULL: none); the handle is
+/// freed.
+pub(crate) unsafe fn take_fragments(fragments: *mut LanceFragments) -> Vec<Fragment> {
+    if fragments.is_null() {
+        Vec::new()
+    } else {
+        Box::from_raw(fragments).fragments
+    }
+}
+
 /// An Update that removes the fragments `removed` and adds `added` whole (the
 /// rows of both are rewritten, none is changed in place), with `filter` as
 /// the key-existence filter of the rows it inserts.
@@ -199,11 +209,7 @@ pub unsafe extern "C" fn lance_dataset_commit_update(
     out_fragment_ids: *mut *mut u64,
     out_fragment_ids_len: *mut usize,
 ) -> i32 {
-    let written = if fragments.is_null() {
-        Vec::new()
-    } else {
-        Box::from_raw(fragments).fragments
-    };
+    let written = take_fragments(fragments);
     guard(|| {
         let handle = handle(dataset)?;
         let removed = u64s(removed_ids, removed_ids_len, "removed fragment ids")?;
