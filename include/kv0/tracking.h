@@ -13,9 +13,9 @@
 // the Repo handle, and to a local write-ahead log. The buffer is committed
 // when it holds flush_rows points, every flush_interval, on Flush(),
 // Run::Finish() (see finish_waits) and Close(): one append per non-empty
-// table, in the order
-// runs, params, series, metrics, so a reader never sees a point of a series
-// it cannot name. A failed flush keeps the rows for the next one.
+// table, runs beside series, then params beside metrics, so a reader never
+// meets a point of a series or the parameters of a run it cannot see yet.
+// A failed flush keeps the rows it did not commit for the next one.
 //
 // Limits. One change (a run's record as CreateRun or an update writes it, one
 // SetParams call, a new series' name and context) is at most kMaxWriteSize
@@ -385,8 +385,8 @@ struct RepoOptions {
   std::chrono::seconds version_retention{7 * 24 * 3600};
 
   // Object stores, as for kv0::kv::Options: a bound on each request, its
-  // retries, and a bound on each commit. A flush writes up to four commits,
-  // so Close() takes at most about four commit_timeouts.
+  // retries, and a bound on each commit. A flush writes up to four commits
+  // in two rounds, so Close() takes at most about two commit_timeouts.
   std::chrono::milliseconds request_timeout{30000};
   uint32_t request_retries = 3;
   std::chrono::milliseconds commit_timeout{60000};
@@ -398,8 +398,8 @@ struct RepoOptions {
   bool replay_stale_wal = false;
 
   // Whether Run::Finish waits for the flush it starts. A flush is an append
-  // per table, four commits, which cost a process that logs short runs one
-  // after another more than the runs' points did; without waiting, its
+  // per table, four commits in two rounds, which cost a process that logs
+  // short runs one after another more than their points did; without waiting, its
   // finishes share the background flushes with the next runs' writes. What
   // a finish acknowledged is in the WAL either way (a crash loses nothing,
   // as for Track); only when other handles see it changes: within a flush,

@@ -4,6 +4,9 @@
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
+#include <exception>
+#include <functional>
+#include <future>
 #include <random>
 #include <set>
 
@@ -16,6 +19,44 @@ namespace kv0::tracking {
 namespace {
 
 int64_t NowMicros() { return static_cast<int64_t>(WallNanos() / 1000); }
+
+// One table's commit in a flush's round, taken when the table has rows.
+struct TableCommit {
+  bool wanted;
+  std::function<void()> commit;
+};
+
+// Runs a round's commits at once and returns when every one has finished,
+// then rethrows the first failure: a commit that failed left its table's rows
+// in the batch, and one that succeeded took its own out.
+void CommitTogether(std::initializer_list<TableCommit> round) {
+  std::vector<std::future<void>> others;
+  const TableCommit* here = nullptr;  // the first, on this thread
+  for (const TableCommit& table : round) {
+    if (!table.wanted) continue;
+    if (here == nullptr) {
+      here = &table;
+    } else {
+      others.push_back(std::async(std::launch::async, table.commit));
+    }
+  }
+  std::exception_ptr failure;
+  if (here != nullptr) {
+    try {
+      here->commit();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  for (std::future<void>& other : others) {
+    try {
+      other.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
 
 // A UUIDv7 as 32 hex digits: 48 bits of Unix milliseconds, then random bits,
 // so run ids sort by creation time.
@@ -410,9 +451,12 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
     buf.ClearMarks(table);
     buf.committed[table] = commit.by_this_writer;
   };
-  // One commit per table, in an order that lets a reader name every point it
-  // sees.
-  if (!buf.runs.empty()) {
+  // Two rounds, each committing its tables at once (on S3 a commit is mostly
+  // waiting). A reader names a point through its series, so series go before
+  // metrics; run search reads params and metrics at versions older than the
+  // runs it reads (run_search.cc), so runs go before both. Runs and series
+  // wait for nothing. A round that fails leaves the next one uncommitted.
+  auto commit_runs = [&] {
     auto commit = CommitRows(kRuns, RunsStream(buf.runs, MarksOf(buf, kRuns)));
     {
       // Tombstones are never buffered: this commit holds none to read.
@@ -421,16 +465,16 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
       tombstone_fragments_.insert(ids.begin(), ids.end());
     }
     done(kRuns, commit, [&] { buf.runs.clear(); });
-  }
-  if (!buf.params.empty()) {
-    auto commit = CommitRows(kParams, ParamsStream(buf.params, MarksOf(buf, kParams)));
-    done(kParams, commit, [&] { buf.params.clear(); });
-  }
-  if (!buf.series.empty()) {
+  };
+  auto commit_series = [&] {
     auto commit = CommitRows(kSeries, SeriesStream(buf.series, MarksOf(buf, kSeries)));
     done(kSeries, commit, [&] { buf.series.clear(); });
-  }
-  if (!buf.points.empty()) {
+  };
+  auto commit_params = [&] {
+    auto commit = CommitRows(kParams, ParamsStream(buf.params, MarksOf(buf, kParams)));
+    done(kParams, commit, [&] { buf.params.clear(); });
+  };
+  auto commit_metrics = [&] {
     SharedCommits::Committed commit;
     try {
       commit = CommitRows(kMetrics, FlushStream(buf.points, MarksOf(buf, kMetrics)));
@@ -447,7 +491,11 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
       buf.points.Clear();  // keeps the columns' capacity for the next batch
       std::swap(buf.points, spare_points_);
     });
-  }
+  };
+  // Each table's rows stay in the batch until its commit succeeds, so a
+  // table whose round comes twice (after a failure) commits only what is left.
+  CommitTogether({{!buf.runs.empty(), commit_runs}, {!buf.series.empty(), commit_series}});
+  CommitTogether({{!buf.params.empty(), commit_params}, {!buf.points.empty(), commit_metrics}});
 }
 
 SharedCommits::Committed RepoImpl::CommitRows(int table, arrow::OwnedStream rows) {

@@ -325,7 +325,7 @@ void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, 
 // every run in slots.
 //
 // Statistics rows of a series are committed after its run's row (a flush
-// commits runs, params, series, metrics in that order), and `metrics` is a
+// commits runs and series, then params and metrics: RepoImpl::Commit), and `metrics` is a
 // handle SearchRuns took at the latest version before it read the runs
 // table: every run with statistics in the fragments read here has a slot
 // by now, so its series was asked for when those fragments were read. (The

@@ -14,9 +14,11 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <ostream>
@@ -1352,19 +1354,19 @@ TEST_F(RepoTest, LatestVersionsMoveWithCommitsNotWithReads) {
   EXPECT_EQ(params_only.series, after.series);
 }
 
-// --- 11. A crash between the params and series commits of a flush -------------
+// --- 11. A crash before the metrics commit of a flush ---------------------------
 
-TEST_F(RepoTest, CrashBetweenParamsAndSeriesCommitsReplaysTheRest) {
+TEST_F(RepoTest, CrashBeforeTheMetricsCommitReplaysTheRest) {
   int status = testing::RunChild({testing::CrashChildPath(), Uri(), dir_ / "wal"});
   ASSERT_TRUE(WIFEXITED(status)) << "the child died of a signal: " << status;
   ASSERT_EQ(WEXITSTATUS(status), 0) << "3: the flush hook never fired";
 
   const std::string id = "crashed";
   const uint64_t loss = SeriesId(id, "loss", json::object());
-  // Where the child stopped: runs and params committed, series and metrics not.
+  // Where the child stopped: runs, params and series committed, metrics not.
   ASSERT_EQ(RawRunsOf(Uri(), id).size(), 1u);
   ASSERT_EQ(CountEqual(RawStrings(Uri(), kParamsTable, "run_id"), id), 3u);
-  ASSERT_EQ(CountEqual(RawStrings(Uri(), kSeriesTable, "run_id"), id), 0u);
+  ASSERT_EQ(CountEqual(RawStrings(Uri(), kSeriesTable, "run_id"), id), 1u);
   ASSERT_TRUE(RawSteps(Uri(), loss).empty());
 
   std::vector<Pt> points;
@@ -1483,7 +1485,8 @@ TEST_F(RepoTest, CallsAfterCloseAreNotSupported) {
 
 // --- A failed flush keeps what it did not commit -----------------------------
 
-// Fails the flush's series commit: runs and params are committed by then.
+// Fails the flush's series commit: the runs, in the same round, are
+// committed; params and points, in the round after, are not tried.
 void FailSeriesCommits(const std::string& uri, std::string_view, bool committed) {
   if (!committed && uri.ends_with("/series.lance")) throw Error(Code::kIOError, "injected failure");
 }
@@ -1498,7 +1501,12 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
   lance::SetCommitHookForTesting(FailSeriesCommits);
   EXPECT_THROW(repo.Flush(), Error);
   lance::SetCommitHookForTesting(nullptr);
-  // Runs and params were committed before the failure, series and points not.
+  auto stored_rows_of = [&](std::string_view table) {
+    return CountEqual(RawStrings(Uri(), table, "run_id"), run.run_id());
+  };
+  EXPECT_EQ(RawRunsOf(Uri(), run.run_id()).size(), 1u);
+  EXPECT_EQ(stored_rows_of(kParamsTable), 0u);
+  EXPECT_EQ(stored_rows_of(kSeriesTable), 0u);
   EXPECT_TRUE(RawSteps(Uri(), id).empty());
 
   repo.Flush();
@@ -1510,6 +1518,49 @@ TEST_F(RepoTest, FailedFlushKeepsTheRowsItDidNotCommit) {
   EXPECT_EQ(RawRunsOf(Uri(), run.run_id()).size(), 1u);
   EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"lr", 0.5}}));
   EXPECT_EQ(repo.GetSeriesStats(std::vector<uint64_t>{id}).at(id).count, 20u);
+}
+
+// A flush commits in two rounds, each round's tables at once: runs beside
+// series, then params beside metrics. The runs' commit waits (up to a minute)
+// for the series' to begin, which a flush committing one table after another
+// never does; and no commit of the second round begins before both of the
+// first have ended, whatever their speed.
+TEST_F(RepoTest, FlushCommitsRunsBesideSeriesThenParamsBesideMetrics) {
+  Repo repo = Open();
+  tracking::Run run = repo.CreateRun(NewRun{.name = "r"});
+  run.SetParams({{"lr", 0.5}});
+  for (int i = 0; i < 20; ++i) run.Track(i, "loss");
+
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<std::string> events;  // "<table> begins" or "<table> ends"
+  bool runs_met_series = false;
+  lance::SetCommitHookForTesting([&](const std::string& uri, std::string_view, bool committed) {
+    std::string table = std::filesystem::path(uri).stem().string();
+    std::unique_lock lock(mu);
+    events.push_back(table + (committed ? " ends" : " begins"));
+    changed.notify_all();
+    if (table == "runs" && !committed) {
+      runs_met_series = changed.wait_for(lock, std::chrono::minutes(1), [&] {
+        return std::ranges::count(events, "series begins") > 0;
+      });
+    }
+  });
+  repo.Flush();
+  lance::SetCommitHookForTesting(nullptr);
+
+  EXPECT_TRUE(runs_met_series);
+  auto at = [&](const std::string& event) {
+    auto it = std::ranges::find(events, event);
+    EXPECT_NE(it, events.end()) << event;
+    return it - events.begin();
+  };
+  for (const char* second : {"params begins", "metrics begins"}) {
+    EXPECT_LT(at("runs ends"), at(second)) << second;
+    EXPECT_LT(at("series ends"), at(second)) << second;
+  }
+  EXPECT_EQ(events.size(), 8u);
+  EXPECT_EQ(repo.Params(run.run_id()), nlohmann::json({{"lr", 0.5}}));
 }
 
 // TryTrack refuses the point that would make the caller wait for a flush,

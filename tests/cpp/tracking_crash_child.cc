@@ -5,15 +5,16 @@
 // Opens the repository with that WAL directory, creates the run "crashed",
 // sets its parameters, tracks 100 points of "loss" (step i, value i * 0.5,
 // timestamp 1000000 + i) and flushes. A commit hook ends the process with
-// status 0 right after the params commit, so runs and params are committed
-// and series and metrics are only in the WAL. With "shared" the handle
-// shares commits (RepoOptions::shared_commits) and the hook ends the process
-// just before the metrics commit: runs, params and series are committed,
-// and the points are announced, not committed. Status 3 means the hook never
-// fired.
+// status 0 just before the metrics commit, once the params commit beside it
+// has ended: runs, params and series are committed, and the points are only
+// in the WAL. With "shared" the handle shares commits
+// (RepoOptions::shared_commits) and the points are also announced, not
+// committed. Status 3 means the hook never fired, 4 that the params commit
+// never ended.
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string_view>
@@ -30,19 +31,15 @@ int main(int argc, char** argv) {
   const bool shared = argc > 3 && std::string_view(argv[3]) == "shared";
   options.shared_commits = shared;
   tracking::Repo repo = tracking::Repo::Open(argv[1], options);
-  if (shared) {
-    kv0::lance::SetCommitHookForTesting(
-        [](const std::string& uri, std::string_view operation, bool committed) {
-          if (!committed && operation == "shared commit" && uri.ends_with("/metrics.lance")) {
-            _exit(0);
-          }
-        });
-  } else {
-    kv0::lance::SetCommitHookForTesting(
-        [](const std::string& uri, std::string_view, bool committed) {
-          if (committed && uri.ends_with("/params.lance")) _exit(0);
-        });
-  }
+  static std::atomic<bool> params_committed{false};
+  kv0::lance::SetCommitHookForTesting(
+      [shared](const std::string& uri, std::string_view operation, bool committed) {
+        if (committed && uri.ends_with("/params.lance")) params_committed = true;
+        if (committed || !uri.ends_with("/metrics.lance")) return;
+        if (shared && operation != "shared commit") return;  // the fragment is not announced yet
+        for (int ms = 0; ms < 60'000 && !params_committed; ++ms) usleep(1000);
+        _exit(params_committed ? 0 : 4);
+      });
 
   tracking::NewRun new_run;
   new_run.run_id = "crashed";
