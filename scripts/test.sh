@@ -75,7 +75,7 @@ t=build/tsan/tests/cpp
 # racing reloads 86 s, the rest under 40 s each; the optimize race then
 # halved its flushes under TSan).
 (
-  $t/repo_test --gtest_filter='*ConcurrentTrackers*:*FlushCommitsNewRunsBeside*:*FinishOfAStoredRun*:*FailedFlushKeeps*'
+  $t/repo_test --gtest_filter='*ConcurrentTrackers*:*FlushCommitsRunsBeside*:*FailedFlushKeeps*'
   $t/lru_cache_test
   $t/background_test --gtest_filter=-*Fork*
   $t/kv_test --gtest_filter='*Interval*:*TwoHandles*:*TryGetRacing*'

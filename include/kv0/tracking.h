@@ -13,8 +13,8 @@
 // the Repo handle, and to a local write-ahead log. The buffer is committed
 // when it holds flush_rows points, every flush_interval, on Flush(),
 // Run::Finish() (see finish_waits) and Close(): one append per non-empty
-// table, at most two rounds of them at once (new runs and series first), so
-// no reader meets a point of a series or a parameter of a run it cannot see.
+// table, runs beside series, then params beside metrics, so a reader never
+// meets a point of a series or the parameters of a run it cannot see yet.
 // A failed flush keeps the rows it did not commit for the next one.
 //
 // Limits. One change (a run's record as CreateRun or an update writes it, one

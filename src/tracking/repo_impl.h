@@ -5,8 +5,8 @@
 // seq from the pipeline's clock, logs the point to the WAL and adds it to the
 // pending batch, under the write pipeline's lock (src/pipeline/
 // write_pipeline.h says how a write becomes durable). A flush commits the
-// batch table by table (RepoImpl::Commit: new runs and series, then the
-// rest, each round's commits at once, each with its mark rows); after it, tables over
+// batch table by table (RepoImpl::Commit: runs beside series, then params
+// beside metrics, each with its mark rows); after it, tables over
 // max_fragments are compacted. Reads (repo_read.cc) move each table they
 // read to its latest version and scan it with a filter. Opening
 // (repo_open.cc) creates or upgrades the tables and lets the pipeline replay

@@ -1,7 +1,6 @@
 // The write path: runs, parameters and points into the buffer (and the WAL),
 // and the flush that commits the buffer table by table.
 
-#include <algorithm>
 #include <bit>
 #include <cinttypes>
 #include <cstdio>
@@ -452,13 +451,11 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
     buf.ClearMarks(table);
     buf.committed[table] = commit.by_this_writer;
   };
-  // At most two rounds, each committing its tables at once (on S3 a commit is
-  // mostly waiting). A reader names a point through its series, so new
-  // series go before points; run search reads params and metrics at versions
-  // older than the runs it reads (run_search.cc), so a new run goes before
-  // its params and points. A run's later rows (a finish, an update) are
-  // needed by nothing and go in the last round. A round that fails leaves
-  // the next one uncommitted.
+  // Two rounds, each committing its tables at once (on S3 a commit is mostly
+  // waiting). A reader names a point through its series, so series go before
+  // metrics; run search reads params and metrics at versions older than the
+  // runs it reads (run_search.cc), so runs go before both. Runs and series
+  // wait for nothing. A round that fails leaves the next one uncommitted.
   auto commit_runs = [&] {
     auto commit = CommitRows(kRuns, RunsStream(buf.runs, MarksOf(buf, kRuns)));
     {
@@ -497,16 +494,8 @@ void RepoImpl::Commit(pipeline::Batch& batch) {
   };
   // Each table's rows stay in the batch until its commit succeeds, so a
   // table whose round comes twice (after a failure) commits only what is left.
-  const bool new_runs = std::ranges::any_of(
-      buf.runs, [](const RunRow& row) { return RowFields(row) == kAllRunFields; });
-  const bool runs_first = new_runs && !(buf.params.empty() && buf.points.empty());
-  const bool series_first = !buf.points.empty();
-  CommitTogether({{!buf.runs.empty() && runs_first, commit_runs},
-                  {!buf.series.empty() && series_first, commit_series}});
-  CommitTogether({{!buf.runs.empty() && !runs_first, commit_runs},
-                  {!buf.series.empty() && !series_first, commit_series},
-                  {!buf.params.empty(), commit_params},
-                  {!buf.points.empty(), commit_metrics}});
+  CommitTogether({{!buf.runs.empty(), commit_runs}, {!buf.series.empty(), commit_series}});
+  CommitTogether({{!buf.params.empty(), commit_params}, {!buf.points.empty(), commit_metrics}});
 }
 
 SharedCommits::Committed RepoImpl::CommitRows(int table, arrow::OwnedStream rows) {

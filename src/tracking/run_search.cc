@@ -324,8 +324,8 @@ void RefreshParams(lance::Dataset& table, const std::vector<ParamPart*>& parts, 
 // Brings the parts up to the current version of metrics for the series of
 // every run in slots.
 //
-// Statistics rows of a series are committed after its run's first row (a
-// flush commits new runs before params and points: RepoImpl::Commit), and `metrics` is a
+// Statistics rows of a series are committed after its run's row (a flush
+// commits runs and series, then params and metrics: RepoImpl::Commit), and `metrics` is a
 // handle SearchRuns took at the latest version before it read the runs
 // table: every run with statistics in the fragments read here has a slot
 // by now, so its series was asked for when those fragments were read. (The
