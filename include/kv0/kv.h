@@ -193,7 +193,10 @@ struct Stats {
 class DB {
  public:
   // Opens (or creates) the database at a path or URI. Opening a missing
-  // database read-only, or at a version, fails with NotFound.
+  // database read-only, or at a version, fails with NotFound. A writable
+  // open replays the WAL of writers that are gone; if committing the
+  // replayed writes fails, they stay buffered (visible to reads) and the
+  // open succeeds: a later flush commits them.
   static std::unique_ptr<DB> Open(const std::string& uri, const Options& options = {});
 
   // Flushes and closes (see Close).

@@ -476,7 +476,8 @@ class Repo {
  public:
   // Opens the repository at uri (a path or URI), creating its tables if
   // missing, adding later columns to older tables, and replaying the local
-  // WAL of writers that are gone.
+  // WAL of writers that are gone (if committing the replayed writes fails,
+  // they stay buffered and the open succeeds: a later flush commits them).
   static Repo Open(const std::string& uri, const RepoOptions& options = {});
 
   Repo(Repo&&) noexcept;

@@ -154,9 +154,16 @@ void WritePipeline::Replay() {
     claims_ = std::move(claimed);
   }
   // The claimed directories go with the commit of what they hold (or now,
-  // if everything in them was committed already).
+  // if everything in them was committed already). A commit that fails (a
+  // busy or unreachable store) does not fail the open: the replayed records
+  // are then pending, and the directories claimed, like any batch whose
+  // commit failed, and a later flush commits them and removes them.
   auto flushes = LockFlushes();
-  FlushLocked();
+  try {
+    FlushLocked();
+  } catch (const Error&) {
+    return;
+  }
   std::lock_guard lock(mu_);
   for (wal::Abandoned& claim : claims_) {
     try {

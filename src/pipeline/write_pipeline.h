@@ -27,8 +27,10 @@
 // directories, skips every record their marks say is committed, applies the
 // rest to the layer and the pending batch (keeping their sequence numbers
 // and their writer's id for the marks), commits them, and only then removes
-// the claimed directories. Closing refuses new writes, flushes, and deletes
-// the WAL only when the flush committed everything.
+// the claimed directories; if that commit fails the open still succeeds,
+// with the records pending and the directories claimed until a flush
+// commits them. Closing refuses new writes, flushes, and deletes the WAL
+// only when the flush committed everything.
 //
 // Invariants, each tested with an injected fault (tests/cpp/pipeline_test.cc):
 //

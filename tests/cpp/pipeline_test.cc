@@ -300,19 +300,49 @@ TEST_F(PipelineTest, KvReplayCommitFailingInAnAdoptedWriterIdLosesNothing) {
   std::atomic<bool> failing{false};
   CommitHookScope hook(FailWhile(&failing));
   AbandonedWalBehindANewerMark(Db(), KvOpts(), &failing, 25);
-  // This open adopts the idle id (its mark is newer than the replayed
-  // writes) and replays the abandoned WAL; its commit fails.
-  EXPECT_THROW(kv::DB::Open(Db(), KvOpts()), Error);
-  failing = false;
-  auto db = kv::DB::Open(Db(), KvOpts());
   auto expected = Keys(0, 25);
   expected["later"] = "x";
+  // This open adopts the idle id (its mark is newer than the replayed
+  // writes) and replays the abandoned WAL. Its commit fails, and the open
+  // still succeeds: the replayed writes are pending, like any batch whose
+  // commit failed, and the abandoned directory stays claimed.
+  auto db = kv::DB::Open(Db(), KvOpts());
   EXPECT_EQ(All(*db), expected);
+  EXPECT_EQ(db->GetStats().buffered_ops, 25u);
+  EXPECT_THROW(db->Flush(), Error);
+  {
+    // A second handle meanwhile finds the directory claimed: it neither
+    // replays it nor sees the writes, which are not committed yet.
+    auto other = kv::DB::Open(Db(), KvOpts());
+    const std::map<std::string, std::string> committed{{"later", "x"}};
+    EXPECT_EQ(All(*other), committed);
+    other->Close();
+  }
+  failing = false;
+  db->Flush();
+  EXPECT_EQ(db->GetStats().buffered_ops, 0u);
   db->Close();
   // Replayed once: a second open finds nothing more to replay.
   auto again = kv::DB::Open(Db(), KvOpts());
   EXPECT_EQ(All(*again), expected);
   // The 26 puts and one mark per writer that committed, each stored once.
+  EXPECT_EQ(again->GetStats().stored_rows, 26u + 2);
+}
+
+TEST_F(PipelineTest, KvReplayCommitFailingLeavesTheWalForTheNextOpenIfCloseFailsToo) {
+  std::atomic<bool> failing{false};
+  CommitHookScope hook(FailWhile(&failing));
+  AbandonedWalBehindANewerMark(Db(), KvOpts(), &failing, 25);
+  auto db = kv::DB::Open(Db(), KvOpts());  // replays; the commit fails
+  EXPECT_THROW(db->Close(), Error);        // and the close's too
+  db.reset();
+  failing = false;
+  auto reopened = kv::DB::Open(Db(), KvOpts());
+  auto expected = Keys(0, 25);
+  expected["later"] = "x";
+  EXPECT_EQ(All(*reopened), expected);
+  reopened->Close();
+  auto again = kv::DB::Open(Db(), KvOpts());
   EXPECT_EQ(again->GetStats().stored_rows, 26u + 2);
 }
 
@@ -333,11 +363,19 @@ TEST_F(PipelineTest, TrackingReplayCommitFailingInAnAdoptedWriterIdLosesNothing)
     failing = true;
     EXPECT_THROW(crashed.Close(), Error);
   }
-  EXPECT_THROW(tracking::Repo::Open(RepoUri(), RepoOpts()), Error);
-  failing = false;
-  EXPECT_EQ(StoredSteps(run_id), Range(30));
+  // The replay's commit fails; the open succeeds with the writes pending
+  // (queries, which flush first, fail until a commit succeeds).
   tracking::Repo repo = tracking::Repo::Open(RepoUri(), RepoOpts());
+  EXPECT_THROW(repo.Flush(), Error);
+  EXPECT_EQ(StoredSteps(run_id), std::vector<int64_t>{});
+  failing = false;
+  repo.Flush();
+  EXPECT_EQ(StoredSteps(run_id), Range(30));
   EXPECT_EQ(repo.Runs().size(), 2u);
+  repo.Close();
+  tracking::Repo again = tracking::Repo::Open(RepoUri(), RepoOpts());
+  EXPECT_EQ(again.Runs().size(), 2u);
+  EXPECT_EQ(StoredSteps(run_id), Range(30));
 }
 
 // --- 3. close() racing writes -----------------------------------------------------
