@@ -19,9 +19,15 @@
 //!
 //! Left open: a cleanup whose retention is shorter than a commit takes could
 //! still remove a version committed during this commit's rebase.
+//!
+//! Lance gives up retrying a commit that keeps losing races to concurrent
+//! writers after its own budget (30 seconds, 20 attempts). kv0 has one bound
+//! for a commit, the handle's commit_timeout (or none), so every commit here
+//! retries for as long as that allows; see `builder`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::CommitBuilder;
@@ -31,9 +37,23 @@ use lance_table::format::Fragment;
 /// Attempts after a version vanished mid-rebase, before giving up.
 const ATTEMPTS: usize = 4;
 
-/// Commits `operation`, whose rows were read at `read`, and returns the
-/// dataset at the new version.
-pub async fn commit(read: Dataset, operation: Operation) -> lance::Result<Dataset> {
+/// A commit builder on `base` that retries lost races for `timeout` (the
+/// handle's commit_timeout, which bounds the whole call as well), or for
+/// as long as it takes when there is none.
+pub fn builder(base: Dataset, timeout: Option<Duration>) -> CommitBuilder<'static> {
+    const NO_BOUND: Duration = Duration::from_secs(365 * 24 * 3600);
+    CommitBuilder::new(Arc::new(base))
+        .with_max_retries(u32::MAX)
+        .with_retry_timeout(timeout.unwrap_or(NO_BOUND))
+}
+
+/// Commits `operation`, whose rows were read at `read`, retrying lost races
+/// for `timeout` (see `builder`), and returns the dataset at the new version.
+pub async fn commit(
+    read: Dataset,
+    operation: Operation,
+    timeout: Option<Duration>,
+) -> lance::Result<Dataset> {
     let mut base = match operation {
         Operation::Update { .. } => latest_unchanged(&read, &operation).await?,
         _ => read.clone(),
@@ -41,10 +61,7 @@ pub async fn commit(read: Dataset, operation: Operation) -> lance::Result<Datase
     let mut attempt = 1;
     loop {
         let transaction = Transaction::new(base.version().version, operation.clone(), None);
-        match CommitBuilder::new(Arc::new(base))
-            .execute(transaction)
-            .await
-        {
+        match builder(base, timeout).execute(transaction).await {
             Err(err) if attempt < ATTEMPTS && version_vanished(&err) => {
                 base = latest_unchanged(&read, &operation).await?;
                 attempt += 1;

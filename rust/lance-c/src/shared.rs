@@ -23,10 +23,10 @@ use arrow::ffi_stream::FFI_ArrowArrayStream;
 use arrow::record_batch::RecordBatch;
 use arrow_schema::{DataType, Field, Schema};
 use lance::dataset::transaction::Transaction;
-use lance::dataset::CommitBuilder;
 use lance_table::format::key_existence::{FilterType, KeyExistenceFilter};
 use lance_table::format::Fragment;
 
+use crate::commit;
 use crate::dataset::handle;
 use crate::error::{guard, Failure};
 use crate::ffi::{give_batches, give_ids, out, text};
@@ -65,12 +65,11 @@ pub unsafe extern "C" fn lance_dataset_commit_shared(
             return Err(Failure::invalid("a shared commit needs fragments"));
         }
         let read = handle.snapshot();
-        let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
+        let timeout = handle.commit_timeout();
+        let (committed, ids) = block_on_within(timeout, async move {
             let operation = rewrite(Vec::new(), written.clone(), Some(shared_filter()));
             let transaction = Transaction::new(read.version().version, operation, None);
-            let committed = CommitBuilder::new(Arc::new(read))
-                .execute(transaction)
-                .await?;
+            let committed = commit::builder(read, timeout).execute(transaction).await?;
             let ids = committed_ids(&committed, &written);
             Ok::<_, lance::Error>((committed, ids))
         })?;

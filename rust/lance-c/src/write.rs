@@ -95,7 +95,8 @@ pub unsafe extern "C" fn lance_dataset_append(
         let reader = input(stream)?;
         let out_version = out(out_version, "output version")?;
         let dataset = handle.snapshot();
-        let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
+        let timeout = handle.commit_timeout();
+        let (committed, ids) = block_on_within(timeout, async move {
             let written = write_uncommitted(dataset.clone(), reader).await?;
             if written.is_empty() {
                 return Ok::<_, lance::Error>((dataset, Vec::new()));
@@ -103,7 +104,7 @@ pub unsafe extern "C" fn lance_dataset_append(
             let operation = Operation::Append {
                 fragments: written.clone(),
             };
-            let committed = commit(dataset, operation).await?;
+            let committed = commit(dataset, operation, timeout).await?;
             let ids = committed_ids(&committed, &written);
             Ok((committed, ids))
         })?;
@@ -225,9 +226,10 @@ pub unsafe extern "C" fn lance_dataset_commit_update(
                 ),
             ));
         }
-        let (committed, ids) = block_on_within(handle.commit_timeout(), async move {
+        let timeout = handle.commit_timeout();
+        let (committed, ids) = block_on_within(timeout, async move {
             let operation = rewrite(removed, written.clone(), None);
-            let committed = commit(dataset, operation).await?;
+            let committed = commit(dataset, operation, timeout).await?;
             let ids = committed_ids(&committed, &written);
             Ok::<_, lance::Error>((committed, ids))
         })?;
