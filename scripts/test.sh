@@ -65,7 +65,8 @@ cmake --build build/asan -j2
 # a child forked while another thread allocates inherits a held lock and
 # hangs (seen: 2 children in 12, stuck in SizeClassAllocator64's
 # GetFromAllocator, with Lance linked statically or shared alike).
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0_CRASH_ROUNDS=40 \
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/cpp/lsan.supp \
+  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 KV0_CRASH_ROUNDS=40 \
   KV0_MODEL_STEPS=50000 KV0_SEARCH_QUERIES=300 \
   ctest --test-dir build/asan --output-on-failure -j2 -E '^ForkTest[.]'
 

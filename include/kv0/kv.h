@@ -92,10 +92,10 @@ struct Options {
   // override them). Local directories and memory:// need neither.
   std::chrono::milliseconds request_timeout{30000};
   uint32_t request_retries = 3;
-  // A bound on each commit (a flush's append, a compaction): one that takes
-  // longer fails with IOError, its writes stay buffered and logged, and
-  // later flushes retry them. Close() takes at most about this long. 0: no
-  // bound.
+  // A bound on each commit (a flush's append, a compaction), races lost to
+  // other writers' commits and retried included: one that takes longer
+  // fails, its writes stay buffered and logged, and later flushes retry
+  // them. Close() takes at most about this long. 0: no bound.
   std::chrono::milliseconds commit_timeout{60000};
 
   // --- Consistency -----------------------------------------------------------
