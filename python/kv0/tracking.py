@@ -121,7 +121,8 @@ class Repo(_native._Repo):
     times (the storage options "timeout" and "client_max_retries" override
     both). commit_timeout: seconds a commit may take, retries of races lost
     to other writers included (0: no bound); a flush whose commit takes
-    longer raises and keeps its writes buffered and logged. finish_waits: Run.finish() returns once its flush
+    longer raises StoreIOError and keeps its writes buffered and logged.
+    finish_waits: Run.finish() returns once its flush
     has committed the run's writes (other handles read them); False: once
     the final status is in the write-ahead log, as track() does, the
     commit left to a background flush it starts, which a process logging

@@ -3,7 +3,7 @@ handle's commit_timeout allows, however short Lance's own retry budget is.
 
 Lance gives up on a contended commit after its own budget (30 seconds by
 default, LANCE_COMMIT_RETRY_TIMEOUT_SECS in the environment). kv0 replaces it
-with commit_timeout (docs/design.md, "What concurrent users see"). Each test
+with commit_timeout (docs/design.md, "Slow and failing object stores"). Each test
 runs writers in a child process whose Lance budget is a microsecond, so any
 commit that depended on it fails at its first lost race.
 """
