@@ -104,6 +104,11 @@ void SharedCommits::Prune(const std::string& dir, const std::vector<lance::Liste
   }
 }
 
+size_t SharedCommits::CachedForTesting() {
+  std::lock_guard lock(mu_);
+  return read_.size();
+}
+
 void SharedCommits::Delete(const std::string& dir, const std::vector<std::string>& names) {
   lance::DeleteObjects(dir, options_, names);
   std::lock_guard lock(mu_);

@@ -58,7 +58,8 @@
 // Tested in tests/cpp/shared_commits_test.cc: a fragment committed by
 // another writer, two writers racing for the same announcements, a writer
 // that waits for the oldest announcement's, a writer that dies after
-// announcing, compaction beside an announcement left behind.
+// announcing, compaction beside an announcement left behind, and the cache
+// of announcements read staying bounded while others carry one's flushes.
 #pragma once
 
 #include <chrono>
@@ -104,6 +105,10 @@ class SharedCommits {
   // holds: call it after loading the version whose fragments a commit will
   // remove, before that commit. Throws if one cannot be deleted.
   void Retire(const lance::Dataset& dataset, const std::string& table);
+
+  // How many announcements' contents this handle keeps: those its last
+  // round listed, and its own until a round finds it gone (tests).
+  size_t CachedForTesting();
 
  private:
   struct Round {

@@ -324,5 +324,72 @@ TEST(SharedCommitsUnitTest, LaterAnnouncementWaitsForTheOldest) {
   EXPECT_TRUE(lance::ListDir(shared_a.Dir("t"), {}).empty());
 }
 
+// B announces first and is held before its commit; A, announcing after it
+// with no patience (a takeover of zero), commits B's fragment with its own
+// and deletes both announcements. B then finds its own gone. B read and
+// wrote an announcement in every round, and must forget each once it is no
+// longer listed: without that its cache grows by one entry per flush that
+// another writer carries.
+TEST(SharedCommitsUnitTest, CacheForgetsAnnouncementsThatOthersCommitted) {
+  testing::TempDir dir;
+  const std::string uri = dir / "t.lance";
+  lance::Dataset::Create(uri, {}, kIdSchema);
+  lance::Dataset dataset_a = lance::Dataset::Open(uri, {});
+  lance::Dataset dataset_b = lance::Dataset::Open(uri, {});
+  SharedCommits shared_a(dir.path().string(), {}, std::chrono::minutes(5),
+                         std::chrono::milliseconds(0));
+  SharedCommits shared_b(dir.path().string(), {}, std::chrono::minutes(5), std::chrono::minutes(5));
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool b_blocked = false, release = false;
+  std::atomic<std::thread::id> b_thread{};
+  int carried_by_a = 0;
+  CommitHookScope hook([&](const std::string&, std::string_view op, bool committed) {
+    if (op != "shared commit" || std::this_thread::get_id() != b_thread.load()) return;
+    std::unique_lock lock(mu);
+    if (committed || b_blocked) return;  // B's retry after the conflict
+    b_blocked = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return release; });
+  });
+  constexpr int kFlushes = 5;
+  for (int i = 0; i < kFlushes; ++i) {
+    {
+      std::lock_guard lock(mu);
+      b_blocked = release = false;
+    }
+    SharedCommits::Committed by_b;
+    std::thread writer_b([&] {
+      b_thread = std::this_thread::get_id();
+      by_b = shared_b.Commit(dataset_b, "t", Rows({static_cast<uint64_t>(2 * i)}));
+    });
+    {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return b_blocked; });
+    }
+    // A's announcement is written later than B's by the store's clock.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    SharedCommits::Committed by_a =
+        shared_a.Commit(dataset_a, "t", Rows({static_cast<uint64_t>(2 * i + 1)}));
+    {
+      std::lock_guard lock(mu);
+      release = true;
+    }
+    cv.notify_all();
+    writer_b.join();
+    EXPECT_TRUE(by_a.by_this_writer);
+    EXPECT_FALSE(by_b.by_this_writer) << "flush " << i;
+    carried_by_a += by_b.by_this_writer ? 0 : 1;
+  }
+  EXPECT_EQ(carried_by_a, kFlushes);
+  dataset_a.CheckoutLatest();
+  EXPECT_EQ(dataset_a.CountRows(), 2u * kFlushes);
+  EXPECT_TRUE(lance::ListDir(shared_a.Dir("t"), {}).empty());
+  // Nothing is listed any more, so neither writer needs to keep anything.
+  EXPECT_EQ(shared_b.CachedForTesting(), 0u);
+  EXPECT_EQ(shared_a.CachedForTesting(), 0u);
+}
+
 }  // namespace
 }  // namespace kv0::tracking
