@@ -122,12 +122,12 @@ class Repo(_native._Repo):
     both). commit_timeout: seconds a commit may take, retries of races lost
     to other writers included (0: no bound); a flush whose commit takes
     longer raises StoreIOError and keeps its writes buffered and logged.
-    finish_waits: Run.finish() returns once its flush
-    has committed the run's writes (other handles read them); False: once
-    the final status is in the write-ahead log, as track() does, the
-    commit left to a background flush it starts, which a process logging
-    short runs one after another then shares between several runs' writes
-    (flush() or close() wait for it). shared_commits: this handle's flushes
+    finish_waits: Run.finish() returns once its flush has committed the
+    run's writes (other handles read them); False: once the final status
+    is in the write-ahead log, as track() does, the commit left to a
+    background flush it starts, which a process logging short runs one
+    after another then shares between several runs' writes (flush() or
+    close() wait for it). shared_commits: this handle's flushes
     announce their rows and any writer's commit takes every announced
     fragment, so that many processes writing one repository share commits
     instead of queueing on each table's manifest; handles with and without
