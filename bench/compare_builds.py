@@ -36,6 +36,10 @@ def flatten(value, prefix, into):
             flatten(v, f"{prefix}[{tag if tag is not None else i}]", into)
 
 
+def joined(values):
+    return " / ".join(f"{x:.4g}" for x in values)
+
+
 def main():
     out = Path(sys.argv[1])
     # figures[bench][key][label] -> values over the rounds
@@ -58,8 +62,7 @@ def main():
                 continue  # a setting or a count, the same in every run
             ma, mb = statistics.median(a), statistics.median(b)
             ratio = f"{mb / ma:.3f}" if ma else "-"
-            fmt = lambda xs: " / ".join(f"{x:.4g}" for x in xs)
-            print(f"| {key} | {fmt(a)} | {fmt(b)} | {ratio} |")
+            print(f"| {key} | {joined(a)} | {joined(b)} | {ratio} |")
 
 
 if __name__ == "__main__":
