@@ -312,6 +312,23 @@ arrow::StreamReader Dataset::Take(std::span<const uint64_t> addresses,
   return arrow::StreamReader(TakeStream(addresses, columns));
 }
 
+arrow::StreamReader Dataset::ReadRanges(uint64_t fragment_id,
+                                        std::span<const std::pair<uint64_t, uint64_t>> ranges,
+                                        const std::vector<std::string>& columns) const {
+  std::vector<uint64_t> bounds;
+  bounds.reserve(ranges.size() * 2);
+  for (const auto& [start, stop] : ranges) {
+    bounds.push_back(start);
+    bounds.push_back(stop);
+  }
+  auto names = Pointers(columns);
+  arrow::OwnedStream stream;
+  Check(lance_dataset_read_ranges(raw_.get(), fragment_id, bounds.data(), bounds.size(),
+                                  names.data(), names.size(), stream.get()),
+        "read row ranges of fragment " + std::to_string(fragment_id) + " of " + uri_);
+  return arrow::StreamReader(std::move(stream));
+}
+
 arrow::OwnedStream Dataset::ScanStream(const ScanOptions& options) const {
   auto columns = Pointers(options.columns);
   LanceScanOptions scan{};

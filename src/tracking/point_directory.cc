@@ -4,6 +4,7 @@
 #include "tracking/point_directory.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -18,8 +19,8 @@ namespace {
 
 constexpr const char* kCorruptEntry = "a directory row of metrics does not decode";
 
-// Addresses per take: bounds the batch one take returns.
-constexpr size_t kTakeRows = size_t{1} << 20;
+// Rows per range read: bounds the batches one read holds.
+constexpr uint64_t kRangeReadRows = uint64_t{1} << 20;
 
 std::string SpanFilter(const std::vector<StepSpan>& spans) {
   std::string filter;
@@ -32,15 +33,17 @@ std::string SpanFilter(const std::vector<StepSpan>& spans) {
   return "(" + filter + ")";
 }
 
-uint64_t Address(uint64_t fragment_id, uint64_t offset) { return fragment_id << 32 | offset; }
+using RowRanges = std::vector<std::pair<uint64_t, uint64_t>>;
 
-// The row addresses of `ids` in `spans` within `fragments`, from their
-// directory rows, sorted and each once.
-std::vector<uint64_t> DirectedAddresses(const lance::Dataset& metrics,
-                                        const std::vector<uint64_t>& ids,
-                                        const std::vector<StepSpan>& spans,
-                                        const std::set<uint64_t>& fragments) {
-  std::vector<uint64_t> addresses;
+// The rows of `ids` in `spans` within `fragments`, from their directory
+// rows: by fragment, ranges of row offsets [start, stop), ascending, merged
+// where they touch. Adds to (*rows)[id] the rows found for each series.
+std::map<uint64_t, RowRanges> DirectedRanges(const lance::Dataset& metrics,
+                                             const std::vector<uint64_t>& ids,
+                                             const std::vector<StepSpan>& spans,
+                                             const std::set<uint64_t>& fragments,
+                                             std::map<uint64_t, uint64_t>* rows) {
+  std::map<uint64_t, RowRanges> ranges;
   for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     const std::unordered_set<uint64_t> wanted(part.begin(), part.end());
     lance::ScanOptions scan;
@@ -58,17 +61,27 @@ std::vector<uint64_t> DirectedAddresses(const lance::Dataset& metrics,
         if (!wanted.count(id) || !fragments.count(fragment_id)) continue;
         const DirectoryEntry entry = DecodeEntry(id, fragment_id, stats.value(i));
         for (const StepSpan& span : spans) {
-          auto [first, last] = entry.RowsOf(span);
-          for (uint64_t row = first; row < last; ++row) {
-            addresses.push_back(Address(fragment_id, row));
-          }
+          const auto [first, last] = entry.RowsOf(span);
+          if (first == last) continue;
+          ranges[fragment_id].emplace_back(first, last);
+          (*rows)[id] += last - first;
         }
       }
     }
   }
-  std::sort(addresses.begin(), addresses.end());
-  addresses.erase(std::unique(addresses.begin(), addresses.end()), addresses.end());
-  return addresses;
+  for (auto& [fragment_id, rows] : ranges) {
+    std::sort(rows.begin(), rows.end());
+    RowRanges merged;
+    for (const auto& r : rows) {
+      if (!merged.empty() && r.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, r.second);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    rows = std::move(merged);
+  }
+  return ranges;
 }
 
 }  // namespace
@@ -208,24 +221,42 @@ PointsBySeries ReadLatestPoints(const lance::Dataset& at, const std::vector<uint
     for (const auto& f : metrics.Fragments()) from.push_back(f.id);
   }
   const std::set<uint64_t> directed = FragmentList(metrics.Metadata(), kDirectedFragmentsKey);
-  std::set<uint64_t> take_from;
+  std::set<uint64_t> directed_from;
   std::vector<uint64_t> filter_from;
   for (uint64_t id : from) {
     if (directed.count(id)) {
-      take_from.insert(id);
+      directed_from.insert(id);
     } else {
       filter_from.push_back(id);
     }
   }
 
-  if (!take_from.empty()) {
-    const std::vector<uint64_t> addresses = DirectedAddresses(metrics, ids, spans, take_from);
+  if (!directed_from.empty()) {
     std::vector<std::string> columns = PointColumns();
     columns.push_back(lance::kRowAddress);
-    for (size_t i = 0; i < addresses.size(); i += kTakeRows) {
-      const size_t n = std::min(kTakeRows, addresses.size() - i);
-      auto reader = metrics.Take(std::span(addresses).subspan(i, n), columns);
-      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+    std::map<uint64_t, uint64_t> rows_by_series;
+    const auto by_fragment = DirectedRanges(metrics, ids, spans, directed_from, &rows_by_series);
+    for (const auto& [id, rows] : rows_by_series) points[id].reserve(rows);
+    for (const auto& [fragment_id, ranges] : by_fragment) {
+      // In reads of at most kRangeReadRows rows.
+      RowRanges group;
+      uint64_t rows = 0;
+      const auto read = [&, id = fragment_id] {
+        auto reader = metrics.ReadRanges(id, group, columns);
+        while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+        group.clear();
+        rows = 0;
+      };
+      for (auto [start, stop] : ranges) {
+        while (start < stop) {
+          const uint64_t n = std::min(stop - start, kRangeReadRows - rows);
+          group.emplace_back(start, start + n);
+          rows += n;
+          start += n;
+          if (rows == kRangeReadRows) read();
+        }
+      }
+      if (!group.empty()) read();
     }
   }
   if (!filter_from.empty()) {
@@ -234,17 +265,17 @@ PointsBySeries ReadLatestPoints(const lance::Dataset& at, const std::vector<uint
       scan.columns = PointColumns();
       scan.with_row_address = true;
       // No list when no fragment is directed: the scan reads every fragment.
-      if (fragments || !take_from.empty()) scan.fragment_ids = filter_from;
+      if (fragments || !directed_from.empty()) scan.fragment_ids = filter_from;
       scan.filter = SqlIn("series_id", part) + " AND " + SpanFilter(spans);
       auto reader = metrics.Scan(scan);
       while (auto batch = reader.Next()) CollectPoints(*batch, &points);
     }
   }
-  // A take hands out whole stretches of rows around the spans.
+  // The directory gives whole strides of rows around the spans.
   const std::unordered_set<uint64_t> wanted(ids.begin(), ids.end());
   std::erase_if(points, [&](const auto& series) { return !wanted.count(series.first); });
   for (auto& [id, series] : points) {
-    if (!take_from.empty()) {
+    if (!directed_from.empty()) {
       std::erase_if(series, [&](const StoredPoint& p) { return !InSpans(spans, p.step); });
     }
     LatestPerStep(&series);

@@ -1,12 +1,13 @@
 // The point directory: where each series' points lie in the metrics
 // fragments optimize sorted, so that a read of some steps of many series
-// takes those rows by address instead of filtering the table for them.
+// reads those rows by their offsets instead of filtering the table for them.
 //
 // Why: a filtered scan of 200 series reads at least a zone of 8,192 rows of
 // each and compares every id of its list with every zone (160-220 ms for
 // 1,000 steps of 200 series of 200,000 points), where a take of the same
 // rows' addresses costs 31-36 ms (docs/benchmarks.md, "Lance's ways to many
-// series").
+// series"). The rows are read by range, which costs less than a take of
+// them (docs/design.md, "The point directory").
 //
 // The directory is reserved rows of metrics.lance, one per series and
 // sorted fragment, appended by optimize in a commit after the one that wrote
@@ -90,7 +91,7 @@ std::vector<DirectoryEntry> BuildDirectory(const lance::Dataset& metrics,
 arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries);
 
 // The latest point of each step of the series `ids` in `spans`, read from
-// `fragments` of `metrics` (all of them if unset): taken by address from
+// `fragments` of `metrics` (all of them if unset): read by row range from
 // the directed fragments, filtered from the others. Series with no point
 // there are absent.
 PointsBySeries ReadLatestPoints(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,

@@ -9,6 +9,7 @@
 #include "tracking/point_directory.h"
 #include "tracking/repo_impl.h"
 #include "tracking/schema.h"
+#include "util/reserve.h"
 
 namespace kv0::tracking {
 namespace {
@@ -39,6 +40,52 @@ std::string StepFilter(int64_t start, int64_t stop) {
   return out;
 }
 
+// Exports the points of `ids`, in that order (those in `times` if set), as
+// one batch of PointsSchema in *out, emptying *points as it goes; false, with
+// nothing exported, if there are none. The columns are gathered whole and
+// appended in one copy each: a builder's append per point was a third of a
+// range read of 100,000 points.
+bool ExportPoints(PointsBySeries* points, const std::vector<uint64_t>& ids,
+                  std::optional<TimeRange> times, ArrowArray* out) {
+  size_t rows = 0;
+  for (const auto& [id, series] : *points) rows += series.size();
+  std::vector<uint64_t> series_ids;
+  std::vector<int64_t> steps, epochs, timestamps;
+  std::vector<uint8_t> has_epoch;
+  std::vector<double> values;
+  series_ids.reserve(rows);
+  steps.reserve(rows);
+  epochs.reserve(rows);
+  has_epoch.reserve(rows);
+  timestamps.reserve(rows);
+  values.reserve(rows);
+  for (uint64_t id : ids) {
+    auto found = points->find(id);
+    if (found == points->end()) continue;
+    for (const auto& p : found->second) {
+      if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
+        continue;
+      }
+      series_ids.push_back(id);
+      steps.push_back(p.step);
+      epochs.push_back(p.epoch);
+      has_epoch.push_back(p.has_epoch);
+      timestamps.push_back(p.timestamp_us);
+      values.push_back(p.value);
+    }
+    found->second = {};
+  }
+  if (series_ids.empty()) return false;
+  arrow::BatchBuilder builder(PointsSchema());
+  builder.uint64(0).Append(std::span<const uint64_t>(series_ids));
+  builder.int64(1).Append(std::span<const int64_t>(steps));
+  builder.int64(2).Append(std::span<const int64_t>(epochs), has_epoch);
+  builder.timestamp(3).Append(std::span<const int64_t>(timestamps));
+  builder.float64(4).Append(std::span<const double>(values));
+  builder.Finish(out);
+  return true;
+}
+
 // Reads `chunks` of `metrics`' current version as a stream of one batch per
 // chunk, the latest point of each step, from the fragments `summaries` say
 // may hold them. The stream holds that version, so it stays readable after
@@ -60,34 +107,7 @@ void StreamChunks(const lance::Dataset& metrics, FlushSummaries& summaries,
       const ReadChunk& chunk = plan[index++];
       PointsBySeries points =
           ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}}, chunk.fragments);
-      arrow::BatchBuilder builder(PointsSchema());
-      auto& series_id = builder.uint64(0);
-      auto& step = builder.int64(1);
-      auto& epoch = builder.int64(2);
-      auto& timestamp = builder.timestamp(3);
-      auto& value = builder.float64(4);
-      for (uint64_t id : chunk.ids) {
-        auto found = points.find(id);
-        if (found == points.end()) continue;
-        for (const auto& p : found->second) {
-          if (times && (p.timestamp_us < times->start_us || p.timestamp_us >= times->stop_us)) {
-            continue;
-          }
-          series_id.Append(id);
-          step.Append(p.step);
-          if (p.has_epoch) {
-            epoch.Append(p.epoch);
-          } else {
-            epoch.AppendNull();
-          }
-          timestamp.Append(p.timestamp_us);
-          value.Append(p.value);
-        }
-        found->second = {};
-      }
-      if (builder.num_rows() == 0) continue;
-      builder.Finish(out);
-      return true;
+      if (ExportPoints(&points, chunk.ids, times, out)) return true;
     }
     return false;
   };
@@ -416,12 +436,23 @@ std::map<uint64_t, MetricData> RepoImpl::ReadMany(std::span<const uint64_t> ids,
     arrow::Int64Column step(*batch, "step"), epoch(*batch, "epoch");
     arrow::TimestampColumn timestamp(*batch, "timestamp");
     arrow::Float64Column value(*batch, "value");
-    for (int64_t i = 0; i < batch->num_rows(); ++i) {
-      MetricData& data = out[id.value(i)];
-      data.steps.push_back(step.value(i));
-      data.epochs.push_back(epoch.is_null(i) ? std::nullopt : std::optional(epoch.value(i)));
-      data.timestamps_us.push_back(timestamp.value(i));
-      data.values.push_back(value.value(i));
+    // A series' points come together: one lookup per series and batch.
+    const int64_t rows = batch->num_rows();
+    for (int64_t begin = 0, end = 0; begin < rows; begin = end) {
+      const uint64_t series = id.value(begin);
+      for (end = begin + 1; end < rows && id.value(end) == series;) ++end;
+      MetricData& data = out[series];
+      const auto more = static_cast<size_t>(end - begin);
+      ReserveMore(&data.steps, more);
+      ReserveMore(&data.epochs, more);
+      ReserveMore(&data.timestamps_us, more);
+      ReserveMore(&data.values, more);
+      for (int64_t i = begin; i < end; ++i) {
+        data.steps.push_back(step.value(i));
+        data.epochs.push_back(epoch.is_null(i) ? std::nullopt : std::optional(epoch.value(i)));
+        data.timestamps_us.push_back(timestamp.value(i));
+        data.values.push_back(value.value(i));
+      }
     }
   }
   return out;

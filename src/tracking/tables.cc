@@ -8,6 +8,7 @@
 #include "lance/dataset.h"
 #include "tracking/schema.h"
 #include "util/clock.h"
+#include "util/reserve.h"
 
 namespace kv0::tracking {
 
@@ -267,15 +268,14 @@ void CollectPoints(const arrow::Batch& batch, PointsBySeries* out,
   arrow::Float64Column value(batch, "value");
   arrow::UInt64Column seq(batch, "seq");
   // Rows of one series come in runs (sorted fragments hold each series
-  // together), so the series' vector is looked up once per run, and sized
-  // for the run when it is new (later runs grow it geometrically).
+  // together), so the series' vector is looked up and sized once per run.
   const int64_t rows = batch.num_rows();
   for (int64_t begin = 0, end = 0; begin < rows; begin = end) {
     const uint64_t series = id.value(begin);
     for (end = begin + 1; end < rows && id.value(end) == series;) ++end;
     if (keep && !keep(series)) continue;
     std::vector<StoredPoint>& points = (*out)[series];
-    if (points.empty()) points.reserve(static_cast<size_t>(end - begin));
+    ReserveMore(&points, static_cast<size_t>(end - begin));
     for (int64_t i = begin; i < end; ++i) {
       points.push_back({step.value(i), seq.is_null(i) ? 0 : seq.value(i), address.value(i),
                         timestamp.value(i), value.value(i), epoch.value(i), !epoch.is_null(i)});

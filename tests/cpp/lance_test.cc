@@ -239,6 +239,77 @@ TEST_P(DatasetTest, TakeAfterDeleteStillReadsLiveRows) {
   EXPECT_EQ(ids.value(1), 12u);
 }
 
+// The ids ReadRanges returns, in order, with their row addresses checked.
+std::vector<uint64_t> IdsInRanges(const Dataset& ds, uint64_t fragment,
+                                  const std::vector<std::pair<uint64_t, uint64_t>>& ranges) {
+  std::vector<uint64_t> out;
+  arrow::StreamReader reader = ds.ReadRanges(fragment, ranges, {"id", kRowAddress});
+  while (auto batch = reader.Next()) {
+    arrow::UInt64Column ids(*batch, "id"), addresses(*batch, kRowAddress);
+    for (int64_t i = 0; i < batch->num_rows(); ++i) {
+      EXPECT_EQ(addresses.value(i) >> 32, fragment);
+      out.push_back(ids.value(i));
+    }
+  }
+  return out;
+}
+
+TEST_P(DatasetTest, ReadRangesByPhysicalOffset) {
+  Dataset ds = Dataset::Create(Uri("ranges.lance"), {}, kSchema);
+  ds.Append(Rows(0, 100));
+  const uint64_t fragment = ds.Append(Rows(100, 100000)).fragment_ids.at(0);
+
+  EXPECT_EQ(IdsInRanges(ds, fragment, {{0, 3}, {50, 52}, {99998, 100000}}),
+            (std::vector<uint64_t>{100, 101, 102, 150, 151, 100098, 100099}));
+  // A range over several of the read's batches comes back whole and in order.
+  const std::vector<uint64_t> wide = IdsInRanges(ds, fragment, {{1000, 81000}});
+  ASSERT_EQ(wide.size(), 80000u);
+  for (size_t i = 0; i < wide.size(); ++i) ASSERT_EQ(wide[i], 1100 + i);
+
+  // Offsets stay physical after a delete; deleted rows are left out.
+  ds.Delete("id >= 150 AND id < 160");
+  EXPECT_EQ(IdsInRanges(ds, fragment, {{48, 52}, {60, 61}}),
+            (std::vector<uint64_t>{148, 149, 160}));
+  EXPECT_TRUE(IdsInRanges(ds, fragment, {{50, 60}}).empty());
+
+  // Columns come by name; nothing else is asked for.
+  const std::vector<std::pair<uint64_t, uint64_t>> sixth{{6, 7}};
+  arrow::StreamReader named = ds.ReadRanges(fragment, sixth, {"name"});
+  auto batch = named.Next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(arrow::Utf8Column(*batch, "name").value(0), "row106");
+  // No columns named: every column.
+  arrow::StreamReader whole = ds.ReadRanges(fragment, sixth, {});
+  batch = whole.Next();
+  ASSERT_TRUE(batch);
+  EXPECT_EQ(arrow::UInt64Column(*batch, "id").value(0), 106u);
+  EXPECT_EQ(arrow::BinaryColumn(*batch, "payload").value(0), std::string(106 % 7, 106));
+}
+
+TEST_P(DatasetTest, ReadRangesRefusesBadRanges) {
+  Dataset ds = Dataset::Create(Uri("bad_ranges.lance"), {}, kSchema);
+  const uint64_t fragment = ds.Append(Rows(0, 10)).fragment_ids.at(0);
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+  const auto code_of = [&](uint64_t in, const Ranges& ranges,
+                           std::vector<std::string> columns) -> std::optional<Code> {
+    try {
+      arrow::StreamReader reader = ds.ReadRanges(in, ranges, columns);
+      while (reader.Next()) {
+      }
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(code_of(fragment, Ranges{{3, 3}}, {"id"}), Code::kInvalidArgument);  // empty
+  EXPECT_EQ(code_of(fragment, Ranges{{5, 7}, {6, 8}}, {"id"}), Code::kInvalidArgument);
+  EXPECT_EQ(code_of(fragment, Ranges{{5, 7}, {1, 2}}, {"id"}), Code::kInvalidArgument);
+  EXPECT_TRUE(code_of(fragment, Ranges{{8, 12}}, {"id"}).has_value());  // past the end
+  EXPECT_EQ(code_of(fragment + 7, Ranges{{0, 1}}, {"id"}), Code::kNotFound);
+  EXPECT_TRUE(code_of(fragment, Ranges{{0, 1}}, {"nope"}).has_value());
+  EXPECT_EQ(code_of(fragment, Ranges{{5, 7}, {7, 8}}, {"id"}), std::nullopt);  // touching
+}
+
 TEST_P(DatasetTest, UpdateReplacesFragments) {
   Dataset ds = Dataset::Create(Uri("upd.lance"), {}, kSchema);
   uint64_t a = ds.Append(Rows(0, 10)).fragment_ids.at(0);

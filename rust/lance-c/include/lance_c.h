@@ -332,6 +332,20 @@ int32_t lance_dataset_take(const struct LanceDataset *dataset,
                            size_t columns_len,
                            struct ArrowArrayStream *out_stream);
 
+// Reads the rows of fragment `fragment_id` (at the handle's version) whose
+// physical offsets fall in the ranges `[bounds[2i], bounds[2i + 1])`, ranges
+// ascending and not overlapping, in that order, as a stream. Deleted rows
+// are left out. `columns` may name `_rowaddr`; with `columns_len` 0, every
+// column. Where a take by address handles each row on its own, this
+// decodes each range once, as a scan does.
+int32_t lance_dataset_read_ranges(const struct LanceDataset *dataset,
+                                  uint64_t fragment_id,
+                                  const uint64_t *bounds,
+                                  size_t bounds_len,
+                                  const char *const *columns,
+                                  size_t columns_len,
+                                  struct ArrowArrayStream *out_stream);
+
 // Commits `fragments` (consumed, even on failure) as a shared commit read at
 // the handle's version. Fails with LANCE_CONFLICT, committing nothing, when
 // an append or an update was committed after that version. Reports the new
