@@ -73,7 +73,8 @@ void RecordSorted(lance::Dataset& metrics, std::span<const uint64_t> written,
   lists.directed.insert(directed.begin(), directed.end());
   metrics.UpdateMetadata({{kSortedFragmentsKey, JsonList(lists.sorted)},
                           {kLevelledFragmentsKey, JsonList(lists.levelled)},
-                          {kDirectedFragmentsKey, JsonList(lists.directed)}});
+                          {kDirectedFragmentsKey, JsonList(lists.directed)},
+                          {kDirectoryHomesKey, DirectoryHomesAfter(metrics, own, directed)}});
 }
 
 RunRow MarkRow(const Mark& mark) {

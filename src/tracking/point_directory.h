@@ -29,7 +29,13 @@
 //
 // A fragment's entries are complete (every series with rows in it has one)
 // when the fragment is listed under kDirectedFragmentsKey in metrics'
-// metadata, which optimize writes after the directory's commit. So a crash
+// metadata, which optimize writes after the directory's commit, together
+// with kDirectoryHomesKey: which fragments of directory rows hold the
+// entries of which fragments. A read looks for entries in those fragments
+// alone when each fragment it reads by directory is described by an append
+// whose fragments are all still present; otherwise (the directory's own
+// fragment compacted into another, or a repository of an earlier build) it
+// filters the reserved rows of every fragment. So a crash
 // between the commits leaves the fragments read by filter; so are fragments
 // rewritten since (a compaction gives rows new fragment ids, never reused)
 // and those no optimize sorted (flushes, other writers).
@@ -89,6 +95,12 @@ std::vector<DirectoryEntry> BuildDirectory(const lance::Dataset& metrics,
                                            std::vector<uint64_t>* directed);
 // The entries as metrics rows, for one append.
 arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries);
+
+// The value of kDirectoryHomesKey once the fragments `homes`, just appended
+// to `metrics`, hold the entries of `described`: the appends listed in its
+// metadata whose homes are all still present, and the new one.
+std::string DirectoryHomesAfter(const lance::Dataset& metrics, std::span<const uint64_t> homes,
+                                std::span<const uint64_t> described);
 
 // The latest point of each step of the series `ids` in `spans`, read from
 // `fragments` of `metrics` (all of them if unset): read by row range from

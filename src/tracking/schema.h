@@ -66,6 +66,10 @@ inline constexpr const char* kSortedFragmentsKey = "kv0.sorted_fragments";
 inline constexpr const char* kLevelledFragmentsKey = "kv0.levelled_fragments.2";
 // The fragments whose every series has a directory row (point_directory.h).
 inline constexpr const char* kDirectedFragmentsKey = "kv0.directed_fragments";
+// Where those directory rows are: a JSON array with an object per append of
+// directory rows, {"homes": [the fragments it made], "describes": [the
+// fragments whose entries it holds, and the homes, which hold no point]}.
+inline constexpr const char* kDirectoryHomesKey = "kv0.directory_homes";
 
 // The ZONEMAP index on metrics.series_id (kept by optimize).
 inline constexpr const char* kSeriesIndexName = "series_id_zones";

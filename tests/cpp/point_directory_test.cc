@@ -6,15 +6,19 @@
 // overwriting steps), after another handle's compaction moved the sorted
 // rows, after a run's delete, and with the directory missing (an earlier
 // build's repository, or a crash between optimize's commits), which the
-// next optimize writes.
+// next optimize writes. Reads look for entries where the metadata says
+// they are, and everywhere once another handle's compaction moved them.
 
 #include "tracking/point_directory.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +26,7 @@
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
 #include "test_util.h"
+#include "tracking/levels.h"
 #include "tracking/schema.h"
 
 namespace kv0::tracking {
@@ -252,6 +257,67 @@ TEST_F(PointDirectoryTest, WindowsReadExactlyThroughEveryChangeToTheSortedRows) 
   EXPECT_GT(again.directory_rows, 0u);
   ASSERT_NO_FATAL_FAILURE(ExpectWindows(reopened));
   ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+}
+
+// The fragments of directory rows that kDirectoryHomesKey lists, by append.
+std::vector<std::set<uint64_t>> ListedHomes(const lance::Dataset& metrics) {
+  std::vector<std::set<uint64_t>> out;
+  const auto metadata = metrics.Metadata();
+  auto found = metadata.find(kDirectoryHomesKey);
+  if (found == metadata.end()) return out;
+  for (const auto& append : nlohmann::json::parse(found->second)) {
+    out.push_back(append.at("homes").get<std::set<uint64_t>>());
+  }
+  return out;
+}
+
+TEST_F(PointDirectoryTest, ReadsFindEntriesInTheirHomesOrEverywhereWhenAHomeIsGone) {
+  Repo repo = Open();
+  const auto log_run = [&](const std::string& run_id) {
+    tracking::Run run = repo.CreateRun(NewRun{.run_id = run_id});
+    for (int64_t step = 0; step < kSteps; ++step) {
+      Track(run, "dense", step, static_cast<double>(rng_() % 1000));
+    }
+    repo.Flush();
+  };
+  log_run("first");
+  repo.Optimize();
+  ASSERT_EQ(ListedHomes(Metrics()).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+
+  // A new run's points sort after the sorted ones: the next optimize
+  // rewrites only its fragments, and their entries go to a second home.
+  log_run("second");
+  OptimizeStats partial = repo.Optimize();
+  ASSERT_FALSE(partial.full_rewrite);
+  const auto homes = ListedHomes(Metrics());
+  ASSERT_EQ(homes.size(), 2u);
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+
+  // Another handle's compaction merges the small fragments (the homes and a
+  // flush's) and leaves the sorted ones, still directed: the entries are
+  // no longer where the metadata says, and reads look for them everywhere.
+  {
+    Repo other = Open();
+    tracking::Run run = other.ResumeRun("first");
+    for (int64_t step = kSteps; step < kSteps + 10; ++step) {
+      Track(run, "dense", step, -1.0);
+    }
+    other.Close();
+  }
+  lance::Dataset metrics = Metrics();
+  lance::CompactOptions small;
+  small.target_rows_per_fragment = 1000;
+  const auto removed = metrics.Compact(small).removed;
+  for (const auto& home : homes) {
+    for (uint64_t id : home) {
+      ASSERT_NE(std::find(removed.begin(), removed.end(), id), removed.end()) << id;
+    }
+  }
+  ASSERT_FALSE(FragmentList(Metrics().Metadata(), kDirectedFragmentsKey).empty());
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+  Repo reopened = Open();
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(reopened));
 }
 
 }  // namespace
