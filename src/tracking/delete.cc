@@ -147,14 +147,7 @@ void RepoImpl::DropDeletedLocked(WriteBuffer* buf) {
   PointBuffer kept;
   const PointBuffer& all = buf->points;
   for (size_t i = 0; i < all.size(); ++i) {
-    if (dropped.count(all.series_ids[i])) continue;
-    kept.series_ids.push_back(all.series_ids[i]);
-    kept.seqs.push_back(all.seqs[i]);
-    kept.steps.push_back(all.steps[i]);
-    kept.epochs.push_back(all.epochs[i]);
-    kept.has_epoch.push_back(all.has_epoch[i]);
-    kept.timestamps_us.push_back(all.timestamps_us[i]);
-    kept.values.push_back(all.values[i]);
+    if (!dropped.count(all.series_ids[i])) kept.AppendPointOf(all, i);
   }
   for (auto& [id, delta] : buf->points.deltas) {
     if (!dropped.count(id)) kept.deltas.emplace(id, delta);

@@ -222,7 +222,10 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   // Points not levelled yet. One that may overwrite a cell's point sends the
   // cell to the raw read, which also reads the new points inside it.
   PointsBySeries fresh;
-  if (!unlevelled.empty()) fresh = ReadLatestPoints(metrics, ids, {{start, stop}}, unlevelled);
+  if (!unlevelled.empty()) {
+    fresh = ReadLatestPoints(metrics, ids, {{start, stop}}, unlevelled,
+                             flush_summaries_.OwnOf(metrics, summaries, unlevelled));
+  }
   for (auto& [id, points] : fresh) {
     auto mine = cells.find(id);
     if (mine != cells.end()) {
@@ -262,7 +265,8 @@ bool RepoImpl::ReadDownsampledFromLevels(const std::vector<uint64_t>& ids, const
   for (const auto& [id, spans] : raw) by_spans[spans].push_back(id);
   for (const auto& [spans, group] : by_spans) {
     const auto from = FlushSummaries::MayHold(summaries, fragments, group, spans);
-    for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, from)) {
+    const OwnDirectories own = flush_summaries_.OwnOf(metrics, summaries, from);
+    for (const auto& [id, points] : ReadLatestPoints(metrics, group, spans, from, own)) {
       for (const StoredPoint& p : points) add(id, p.step, OnePoint(p));
     }
   }

@@ -3,6 +3,7 @@
 
 #include "tracking/flush_summaries.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
@@ -46,6 +47,11 @@ void Count(const arrow::Batch& batch, std::map<uint64_t, std::shared_ptr<FlushSu
     if (found == out->end()) continue;
     FlushSummary& summary = *found->second;
     const uint64_t series_id = static_cast<uint64_t>(step.value(i));
+    if (!epoch.is_null(i) && value.value(i) == kOwnEntryValue) {
+      summary.counted_rows++;
+      summary.own_entry_rows.push_back(address.value(i));
+      continue;
+    }
     if (epoch.is_null(i)) {  // a statistics row
       if (!stats) {
         deferred->push_back(address.value(i));
@@ -68,6 +74,22 @@ void Count(const arrow::Batch& batch, std::map<uint64_t, std::shared_ptr<FlushSu
                                           address.value(i) & 0xffffffffu});
     }
   }
+}
+
+// Whether `own` covers the rows [0, points) exactly: its entries neither
+// overlap nor leave a gap.
+bool Covers(const OwnDirectory& own, uint64_t points) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // [offset, end)
+  for (const auto& [id, entries] : own.by_series) {
+    for (const DirectoryEntry& e : entries) spans.emplace_back(e.offset, e.offset + e.count);
+  }
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0;
+  for (const auto& [offset, end] : spans) {
+    if (offset != covered) return false;
+    covered = end;
+  }
+  return covered == points;
 }
 
 // The tail of each of `fragments` that ends with a flush mark describing
@@ -125,6 +147,7 @@ void ReadSummaries(const lance::Dataset& metrics, const std::vector<lance::Fragm
     for (const auto& f : fragments) {
       auto tail = tails.find(f.id);
       if (tail == tails.end()) continue;
+      (*out)[f.id]->tail_rows = tail->second;
       for (uint64_t row = f.physical_rows - tail->second; row < f.physical_rows; ++row) {
         addresses.push_back(f.id << 32 | row);
       }
@@ -226,6 +249,63 @@ std::vector<uint64_t> FlushSummaries::MayHold(const ById& summaries,
   return out;
 }
 
+OwnDirectories FlushSummaries::OwnOf(const lance::Dataset& metrics, const ById& summaries,
+                                     const std::vector<uint64_t>& fragments) {
+  OwnDirectories out;
+  std::vector<std::pair<uint64_t, const FlushSummary*>> unread;
+  {
+    std::lock_guard lock(mu_);
+    for (uint64_t id : fragments) {
+      auto found = summaries.find(id);
+      if (found == summaries.end() || found->second->tail_rows == 0) continue;
+      const FlushSummary* summary = found->second.get();
+      if (!summary->own_read) {
+        unread.emplace_back(id, summary);
+      } else if (summary->own) {
+        out[id] = summary->own;
+      }
+    }
+  }
+  if (unread.empty()) return out;
+
+  std::vector<uint64_t> addresses;
+  for (const auto& [id, summary] : unread) {
+    addresses.insert(addresses.end(), summary->own_entry_rows.begin(),
+                     summary->own_entry_rows.end());
+  }
+  std::map<uint64_t, OwnDirectory> read;
+  std::set<uint64_t> undecoded;
+  if (!addresses.empty()) {
+    auto reader = metrics.Take(addresses, {"step", "stats", lance::kRowAddress});
+    while (auto batch = reader.Next()) {
+      arrow::Int64Column series(*batch, "step");
+      arrow::BinaryColumn stats(*batch, "stats");
+      arrow::UInt64Column address(*batch, lance::kRowAddress);
+      for (int64_t i = 0; i < batch->num_rows(); ++i) {
+        const uint64_t fragment = address.value(i) >> 32;
+        const auto series_id = static_cast<uint64_t>(series.value(i));
+        try {
+          read[fragment].by_series[series_id].push_back(
+              DecodeEntry(series_id, fragment, stats.is_null(i) ? "" : stats.value(i)));
+        } catch (const Error&) {
+          undecoded.insert(fragment);  // the fragment is read by filter
+        }
+      }
+    }
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& [id, summary] : unread) {
+    if (!summary->own_read) {
+      summary->own_read = true;
+      if (!undecoded.count(id) && Covers(read[id], summary->rows - summary->tail_rows)) {
+        summary->own = std::make_shared<const OwnDirectory>(std::move(read[id]));
+      }
+    }
+    if (summary->own) out[id] = summary->own;
+  }
+  return out;
+}
+
 namespace {
 
 // Copies row i of a metrics batch (MetricsSchema's columns, in order) to b.
@@ -244,11 +324,20 @@ void CopyMetricsRow(const arrow::Batch& batch, int64_t i, arrow::BatchBuilder& b
   seq.is_null(i) ? b.uint64(6).AppendNull() : b.uint64(6).Append(seq.value(i));
 }
 
+// Whether row i of a metrics batch is an own entry.
+bool IsOwnEntry(const arrow::Batch& batch, int64_t i) {
+  return arrow::UInt64Column(batch, 0).value(i) == kReservedSeriesId &&
+         !arrow::Int64Column(batch, 2).is_null(i) &&
+         arrow::Float64Column(batch, 4).value(i) == kOwnEntryValue;
+}
+
 }  // namespace
 
 // One scan, whose batches of points pass through as they are and whose
 // batches of reserved rows wait for the end; the few batches holding both
-// (where one fragment's points meet its tail) are split by copying.
+// (where one fragment's points meet its tail) are split by copying, and so
+// are those holding the sources' own entries, which are left out: the
+// merged fragment gets its own, of the points as they lie in it.
 arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
                                        const std::vector<uint64_t>& fragments) {
   struct State {
@@ -257,7 +346,9 @@ arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
     bool scanned = false;
     std::vector<arrow::OwnedArray> reserved;    // whole batches of reserved rows
     arrow::BatchBuilder last{MetricsSchema()};  // the rest of them, then the mark
+    OwnEntryBuilder entries;                    // of the points passed through
     uint64_t points = 0, tail = 1;              // rows; the tail counts the mark
+    int64_t dropped = 0;                        // the sources' own entries
     bool done = false;
   };
   lance::ScanOptions scan;
@@ -276,24 +367,40 @@ arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
             break;
           }
           arrow::UInt64Column series(*next, 0);
-          int64_t reserved = 0;
-          for (int64_t i = 0; i < next->num_rows(); ++i) reserved += series.value(i) == 0;
+          arrow::Int64Column step(*next, 1);
+          int64_t reserved = 0, own = 0;
+          for (int64_t i = 0; i < next->num_rows(); ++i) {
+            if (series.value(i) != kReservedSeriesId) {
+              state->entries.Add(series.value(i), step.value(i));
+            } else if (IsOwnEntry(*next, i)) {
+              own++;
+            } else {
+              reserved++;
+            }
+          }
           const int64_t rows = next->num_rows();
+          const int64_t points = rows - reserved - own;
           state->tail += static_cast<uint64_t>(reserved);
-          state->points += static_cast<uint64_t>(rows - reserved);
+          state->points += static_cast<uint64_t>(points);
+          state->dropped += own;
           if (reserved == rows) {
             state->reserved.push_back(std::move(*next).Release());
             continue;
           }
-          if (reserved == 0) {
+          if (points == rows) {
             *batch = std::move(*next).Release().release();
             return true;
           }
-          arrow::BatchBuilder points(MetricsSchema());
+          arrow::BatchBuilder copy(MetricsSchema());
           for (int64_t i = 0; i < rows; ++i) {
-            CopyMetricsRow(*next, i, series.value(i) == 0 ? state->last : points);
+            if (series.value(i) != kReservedSeriesId) {
+              CopyMetricsRow(*next, i, copy);
+            } else if (!IsOwnEntry(*next, i)) {
+              CopyMetricsRow(*next, i, state->last);
+            }
           }
-          points.Finish(batch);
+          if (points == 0) continue;
+          copy.Finish(batch);
           return true;
         }
         if (!state->reserved.empty()) {
@@ -303,7 +410,16 @@ arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
         }
         if (state->done) return false;
         state->done = true;
-        AppendFlushMark(1, {.fragment_rows = state->points + state->tail, .tail_rows = state->tail},
+        const std::vector<DirectoryEntry> entries = state->entries.Finish();
+        AppendOwnEntries(entries, state->last);
+        state->tail += entries.size();
+        // The sources' marks count the rows they appended, their own
+        // entries included; this one counts the rows the merge adds and
+        // removes, so that the marks still add up to the rows (a negative
+        // count adds up too: readers sum them modulo 2^64).
+        const int64_t added = 1 + static_cast<int64_t>(entries.size()) - state->dropped;
+        AppendFlushMark(added,
+                        {.fragment_rows = state->points + state->tail, .tail_rows = state->tail},
                         state->last);
         state->last.Finish(batch);
         return true;

@@ -7,16 +7,19 @@
 // every fragment flushed since the last optimize. Each filtered scan of one
 // of them costs a zone map's comparisons and at least a zone of rows, for a
 // fragment that often holds nothing of the window (a zoom into the
-// optimized history) or whose few level rows a take reads directly.
+// optimized history), whose few level rows a take reads directly, or whose
+// points of the window its own entries locate.
 //
 // A flush's append (levels.h, FlushStream) ends with reserved rows that
 // describe it: a statistics row per series (its first and last step and the
-// count of its points there), the level rows of those points and a flush
-// mark counting the append's rows. The statistics rows are kept whole, so
-// that reads of series' statistics (RepoImpl::ReadDeltas) scan only the
-// fragments without a summary. A compaction that merges flushed
-// fragments copies those rows, so the merged fragment's summary is theirs
-// combined.
+// count of its points there), the level rows of those points, its own
+// directory entries (point_directory.h) and a flush mark counting the
+// append's rows. The statistics rows are kept whole, so that reads of
+// series' statistics (RepoImpl::ReadDeltas) scan only the fragments without
+// a summary. A compaction that merges flushed fragments copies those rows,
+// so the merged fragment's summary is theirs combined; the merge of
+// unsorted fragments (below) writes own entries of its rows instead of the
+// sources'.
 //
 // How a summary is read: a fragment whose last row is a flush mark that
 // describes it (levels.h, FlushTail: the fragment's rows as written, and
@@ -43,7 +46,12 @@
 //     the same steps;
 //   - levelled (bounded, and the flush marks add up to the rows too): the
 //     fragment holds the level rows of all its points, from kFlushFirstLevel
-//     on (and each series' top row).
+//     on (and each series' top row);
+//   - own-directed (read by address, and its own entries, all decoded and
+//     not overlapping, cover the rows before the tail exactly): a series'
+//     points there lie where its entries say, at physical offsets that
+//     only Lance's rewrite of the fragment would move (and that makes the
+//     mark disagree).
 // Anything else (a fragment optimize wrote, an earlier build's flush, a
 // fragment with deleted reserved rows) may hold any point.
 //
@@ -80,10 +88,19 @@ struct FlushSummary {
   uint64_t rows = 0;          // the fragment's physical rows
   uint64_t marked_rows = 0;   // rows the flush marks account for
   uint64_t counted_rows = 0;  // reserved rows plus the statistics rows' counts
+  uint64_t tail_rows = 0;     // the tail's rows, if read by address; else 0
   // Per series, its statistics rows here merged (empty ones, which ask for
   // a recount, included): statistics reads take them from here.
   std::unordered_map<uint64_t, StatsDelta> deltas;
   std::vector<LevelRowAt> levels;
+  // The addresses of its own entries (point_directory.h), read when a read
+  // of points first asks for them (FlushSummaries::OwnOf), not by the
+  // statistics reads that most summaries are read for.
+  std::vector<uint64_t> own_entry_rows;
+  // Set by OwnOf, under FlushSummaries' lock: whether the entries were
+  // read, and what they say if the fragment is own-directed (else null).
+  mutable bool own_read = false;
+  mutable std::shared_ptr<const OwnDirectory> own;
 
   bool Bounded() const { return counted_rows == rows; }
   bool Levelled() const { return Bounded() && marked_rows == rows; }
@@ -124,6 +141,13 @@ class FlushSummaries {
                                        const std::vector<uint64_t>& ids,
                                        const std::vector<StepSpan>& spans);
 
+  // The own directories of those of `fragments` that are own-directed
+  // (see above): `summaries` is Of's answer for `metrics`. Each fragment's
+  // entries are read once, in one take for all fragments not read before,
+  // and kept with its summary.
+  OwnDirectories OwnOf(const lance::Dataset& metrics, const ById& summaries,
+                       const std::vector<uint64_t>& fragments);
+
  private:
   const bool by_address_;
   mutable std::mutex mu_;
@@ -133,10 +157,10 @@ class FlushSummaries {
 
 // The rows of `fragments` of metrics (unsorted ones, see
 // RepoImpl::MergeUnsortedMetrics) as one new fragment's: their points in
-// their order, then all their reserved rows, then a flush mark that counts
-// itself and describes that tail, so that the merged fragment's summary is
-// read by address too. The reserved rows' order is not kept: each says
-// what it is, and a reader only needs them inside the tail.
+// their order, then all their reserved rows but their own entries, then own
+// entries of the merged points and a flush mark that describes that tail,
+// so that the merged fragment's summary is read by address too. The reserved rows' order is not
+// kept: each says what it is, and a reader only needs them inside the tail.
 arrow::OwnedStream MergedFlushesStream(const lance::Dataset& metrics,
                                        const std::vector<uint64_t>& fragments);
 

@@ -14,6 +14,7 @@
 
 #include "kv0/error.h"
 #include "tracking/downsample.h"
+#include "tracking/point_directory.h"
 #include "tracking/schema.h"
 #include "util/clock.h"
 #include "util/varint.h"
@@ -191,24 +192,57 @@ void AppendLevelRows(const std::vector<LevelRow>& rows, OptimizeStats* stats,
   }
 }
 
-// The level rows of a flush's points: per series, the latest point of each
-// step (the higher seq; a point without one is older than any with one;
-// then the later in the buffer).
-std::vector<LevelRow> FlushLevels(const PointBuffer& points) {
-  std::unordered_map<uint64_t, std::vector<uint32_t>> by_series;
+// The rows of each series of a flush's points, series by id, rows in the
+// order reads rank them: by step, then seq (a point without one is older
+// than any with one), then place in the buffer.
+using RowsBySeries = std::vector<std::pair<uint64_t, std::vector<uint32_t>>>;
+RowsBySeries OrderBySeries(const PointBuffer& points) {
+  std::unordered_map<uint64_t, std::vector<uint32_t>> by_id;
   for (size_t i = 0; i < points.size(); ++i) {
-    by_series[points.series_ids[i]].push_back(static_cast<uint32_t>(i));
+    by_id[points.series_ids[i]].push_back(static_cast<uint32_t>(i));
   }
-  std::vector<LevelRow> rows;
-  std::vector<Point> latest;
-  for (auto& [id, order] : by_series) {
+  RowsBySeries out(std::make_move_iterator(by_id.begin()), std::make_move_iterator(by_id.end()));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [id, rows] : out) {
     auto earlier = [&](uint32_t a, uint32_t b) {
       return std::tie(points.steps[a], points.seqs[a]) < std::tie(points.steps[b], points.seqs[b]);
     };
     // Points usually come in step order: then the sort is skipped.
-    if (!std::is_sorted(order.begin(), order.end(), earlier)) {
-      std::stable_sort(order.begin(), order.end(), earlier);
+    if (!std::is_sorted(rows.begin(), rows.end(), earlier)) {
+      std::stable_sort(rows.begin(), rows.end(), earlier);
     }
+  }
+  return out;
+}
+
+// `points` with their rows in the order of `by_series`, gathered a column
+// at a time (the flush runs beside Track, which waits when it falls behind).
+PointBuffer Reordered(const PointBuffer& points, const RowsBySeries& by_series) {
+  std::vector<uint32_t> order;
+  order.reserve(points.size());
+  for (const auto& [id, rows] : by_series) order.insert(order.end(), rows.begin(), rows.end());
+  const auto gather = [&](const auto& from, auto* to) {
+    to->resize(order.size());
+    for (size_t k = 0; k < order.size(); ++k) (*to)[k] = from[order[k]];
+  };
+  PointBuffer out;
+  gather(points.series_ids, &out.series_ids);
+  gather(points.seqs, &out.seqs);
+  gather(points.steps, &out.steps);
+  gather(points.epochs, &out.epochs);
+  gather(points.has_epoch, &out.has_epoch);
+  gather(points.timestamps_us, &out.timestamps_us);
+  gather(points.values, &out.values);
+  out.deltas = points.deltas;
+  return out;
+}
+
+// The level rows of points ordered by `by_series`: per series, the latest
+// point of each step (the last of the step in that order).
+std::vector<LevelRow> FlushLevels(const PointBuffer& points, const RowsBySeries& by_series) {
+  std::vector<LevelRow> rows;
+  std::vector<Point> latest;
+  for (const auto& [id, order] : by_series) {
     latest.clear();
     for (uint32_t i : order) {
       Point p{points.steps[i], points.values[i], points.timestamps_us[i], points.seqs[i]};
@@ -232,10 +266,18 @@ arrow::OwnedStream LevelsStream(const std::vector<LevelRow>& rows, OptimizeStats
 }
 
 arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> marks) {
+  // Each series' points together, in step order, so that the fragment's
+  // own entries find them by range (point_directory.h).
+  const RowsBySeries by_series = OrderBySeries(points);
+  const PointBuffer sorted = Reordered(points, by_series);
+  OwnEntryBuilder entries;
+  for (size_t i = 0; i < sorted.size(); ++i) entries.Add(sorted.series_ids[i], sorted.steps[i]);
+
   arrow::BatchBuilder b(MetricsSchema());
-  AppendMetricsRows(points, marks, /*exact_deltas=*/false, b);
+  AppendMetricsRows(sorted, marks, /*exact_deltas=*/false, b);
   OptimizeStats ignored;
-  AppendLevelRows(FlushLevels(points), &ignored, b);
+  AppendLevelRows(FlushLevels(points, by_series), &ignored, b);
+  AppendOwnEntries(entries.Finish(), b);
   const uint64_t rows = static_cast<uint64_t>(b.num_rows()) + 1;  // this mark included
   AppendFlushMark(static_cast<int64_t>(rows),
                   {.fragment_rows = rows, .tail_rows = rows - points.size()}, b);

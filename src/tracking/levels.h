@@ -33,10 +33,12 @@
 // level rows of each series' points in it (the latest per step) and one
 // flush mark, which says how many rows the append wrote:
 //
-//   series_id 0, step 0, epoch = the rows of the append, the mark included,
+//   series_id 0, step 0, epoch = the rows of the append, the mark included
+//   (a merge's mark: the rows the merge added less those it left out),
 //   value = kFlushMarkValue, seq null, stats = a FlushTail (below)
 //
-// The append's reserved rows (statistics, WAL marks, levels, the mark) come
+// The append's reserved rows (statistics, WAL marks, levels, its own
+// directory entries (point_directory.h), the mark) come
 // after its points, so they form the fragment's tail, and the mark, its
 // last row, says how long that tail is: a reader takes the tail by address
 // instead of scanning every point for series_id 0 (flush_summaries.h).

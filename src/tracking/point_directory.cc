@@ -41,9 +41,21 @@ struct DirectoryAppend {
   std::set<uint64_t> homes, describes;
 };
 
-// The appends listed in `metadata`; none if the key is absent or malformed,
-// which makes reads filter every fragment.
-std::vector<DirectoryAppend> DirectoryAppends(const std::map<std::string, std::string>& metadata) {
+// Adds the ids of item[key] to *into; false if they are not a list of ids.
+bool ReadIds(const nlohmann::json& item, const char* key, std::set<uint64_t>* into) {
+  if (!item.is_object() || !item.contains(key) || !item[key].is_array()) return false;
+  for (const auto& id : item[key]) {
+    if (!id.is_number_unsigned()) return false;
+    into->insert(id.get<uint64_t>());
+  }
+  return true;
+}
+
+// The appends listed in `metadata` whose homes are all in `present`: where
+// their entries still are. None if the key is absent or malformed, which
+// makes reads filter every fragment.
+std::vector<DirectoryAppend> PresentAppends(const std::map<std::string, std::string>& metadata,
+                                            const std::set<uint64_t>& present) {
   std::vector<DirectoryAppend> out;
   auto found = metadata.find(kDirectoryHomesKey);
   if (found == metadata.end()) return out;
@@ -51,35 +63,26 @@ std::vector<DirectoryAppend> DirectoryAppends(const std::map<std::string, std::s
   if (!json.is_array()) return out;
   for (const auto& item : json) {
     DirectoryAppend append;
-    for (auto [key, into] : {std::pair{"homes", &append.homes}, {"describes", &append.describes}}) {
-      if (!item.is_object() || !item.contains(key) || !item[key].is_array()) return {};
-      for (const auto& id : item[key]) {
-        if (!id.is_number_unsigned()) return {};
-        into->insert(id.get<uint64_t>());
-      }
+    if (!ReadIds(item, "homes", &append.homes) || !ReadIds(item, "describes", &append.describes)) {
+      return {};
     }
-    out.push_back(std::move(append));
+    if (std::includes(present.begin(), present.end(), append.homes.begin(), append.homes.end())) {
+      out.push_back(std::move(append));
+    }
   }
   return out;
 }
 
-// The appends listed in metrics' metadata whose homes are all present at
-// its version: where their entries still are.
-std::vector<DirectoryAppend> PresentAppends(const lance::Dataset& metrics) {
-  std::vector<DirectoryAppend> appends = DirectoryAppends(metrics.Metadata());
-  std::set<uint64_t> present;
-  for (const auto& f : metrics.Fragments()) present.insert(f.id);
-  std::erase_if(appends, [&](const DirectoryAppend& a) {
-    return !std::includes(present.begin(), present.end(), a.homes.begin(), a.homes.end());
-  });
-  return appends;
+std::set<uint64_t> FragmentIds(const lance::Dataset& metrics) {
+  std::set<uint64_t> ids;
+  for (const auto& f : metrics.Fragments()) ids.insert(f.id);
+  return ids;
 }
 
-// The fragments holding the entries of `fragments`, if an append whose
-// homes are all present describes each of them; unset otherwise.
-std::optional<std::vector<uint64_t>> HomesOf(const lance::Dataset& metrics,
+// The fragments holding the entries of `fragments`, if one of `appends`
+// describes each of them; unset otherwise.
+std::optional<std::vector<uint64_t>> HomesOf(const std::vector<DirectoryAppend>& appends,
                                              const std::set<uint64_t>& fragments) {
-  const std::vector<DirectoryAppend> appends = PresentAppends(metrics);
   std::set<uint64_t> homes;
   for (uint64_t id : fragments) {
     bool described = false;
@@ -93,23 +96,33 @@ std::optional<std::vector<uint64_t>> HomesOf(const lance::Dataset& metrics,
   return std::vector<uint64_t>(homes.begin(), homes.end());
 }
 
+// Adds the rows of `entry` that may hold a step of `spans` to *ranges, and
+// their count to *rows.
+void AddEntryRanges(const DirectoryEntry& entry, const std::vector<StepSpan>& spans,
+                    RowRanges* ranges, uint64_t* rows) {
+  for (const StepSpan& span : spans) {
+    const auto [first, last] = entry.RowsOf(span);
+    if (first == last) continue;
+    ranges->emplace_back(first, last);
+    *rows += last - first;
+  }
+}
+
 // The rows of `ids` in `spans` within `fragments`, from their directory
-// rows: by fragment, ranges of row offsets [start, stop), ascending, merged
-// where they touch. Adds to (*rows)[id] the rows found for each series.
+// rows, found in `homes` (every fragment if unset): by fragment, ranges of
+// row offsets [start, stop), in no order. Adds to (*rows)[id] the rows
+// found for each series.
 std::map<uint64_t, RowRanges> DirectedRanges(const lance::Dataset& metrics,
                                              const std::vector<uint64_t>& ids,
                                              const std::vector<StepSpan>& spans,
                                              const std::set<uint64_t>& fragments,
+                                             const std::optional<std::vector<uint64_t>>& homes,
                                              std::map<uint64_t, uint64_t>* rows) {
   std::map<uint64_t, RowRanges> ranges;
-  // The other reserved rows (statistics, level rows, marks) are seven times
-  // the directory's: at 2,000 runs, filtering them all took 5-6 ms, the
-  // directory's own fragment 2 ms.
-  const std::optional<std::vector<uint64_t>> homes = HomesOf(metrics, fragments);
   for (const auto& part : Chunks(ids, kMaxFilterIds)) {
     const std::unordered_set<uint64_t> wanted(part.begin(), part.end());
     lance::ScanOptions scan;
-    scan.fragment_ids = homes;
+    if (homes) scan.fragment_ids = *homes;
     scan.columns = {"step", "epoch", "stats"};
     scan.filter =
         "series_id = 0 AND value = " + std::to_string(static_cast<int>(kDirectoryRowValue)) +
@@ -122,17 +135,31 @@ std::map<uint64_t, RowRanges> DirectedRanges(const lance::Dataset& metrics,
         const auto id = static_cast<uint64_t>(series.value(i));
         const auto fragment_id = static_cast<uint64_t>(fragment.value(i));
         if (!wanted.count(id) || !fragments.count(fragment_id)) continue;
-        const DirectoryEntry entry = DecodeEntry(id, fragment_id, stats.value(i));
-        for (const StepSpan& span : spans) {
-          const auto [first, last] = entry.RowsOf(span);
-          if (first == last) continue;
-          ranges[fragment_id].emplace_back(first, last);
-          (*rows)[id] += last - first;
-        }
+        AddEntryRanges(DecodeEntry(id, fragment_id, stats.value(i)), spans, &ranges[fragment_id],
+                       &(*rows)[id]);
       }
     }
   }
-  for (auto& [fragment_id, list] : ranges) {
+  return ranges;
+}
+
+// Adds to (*ranges)[fragment] the rows of `ids` in `spans` that the
+// fragment's own entries give, and to (*rows)[id] their counts.
+void AddOwnRanges(uint64_t fragment, const OwnDirectory& own, const std::vector<uint64_t>& ids,
+                  const std::vector<StepSpan>& spans, std::map<uint64_t, RowRanges>* ranges,
+                  std::map<uint64_t, uint64_t>* rows) {
+  for (uint64_t id : ids) {
+    auto found = own.by_series.find(id);
+    if (found == own.by_series.end()) continue;
+    for (const DirectoryEntry& entry : found->second) {
+      AddEntryRanges(entry, spans, &(*ranges)[fragment], &(*rows)[id]);
+    }
+  }
+}
+
+// Sorts each fragment's ranges and merges those that touch.
+void MergeRanges(std::map<uint64_t, RowRanges>* ranges) {
+  for (auto& [fragment_id, list] : *ranges) {
     std::sort(list.begin(), list.end());
     RowRanges merged;
     for (const auto& r : list) {
@@ -144,7 +171,6 @@ std::map<uint64_t, RowRanges> DirectedRanges(const lance::Dataset& metrics,
     }
     list = std::move(merged);
   }
-  return ranges;
 }
 
 }  // namespace
@@ -257,6 +283,39 @@ std::vector<DirectoryEntry> BuildDirectory(const lance::Dataset& metrics,
   return entries;
 }
 
+void OwnEntryBuilder::Add(uint64_t series_id, int64_t step) {
+  if (entries_.empty() || entries_.back().series_id != series_id ||
+      step < entries_.back().last_step) {
+    entries_.push_back({.series_id = series_id, .offset = rows_, .last_step = step, .fences = {}});
+  }
+  DirectoryEntry& entry = entries_.back();
+  if (entry.count % static_cast<uint64_t>(kDirectoryStride) == 0) entry.fences.push_back(step);
+  entry.count++;
+  entry.last_step = step;
+  rows_++;
+}
+
+std::vector<DirectoryEntry> OwnEntryBuilder::Finish() {
+  std::vector<DirectoryEntry> out;
+  if (entries_.size() * kMinOwnEntryRows <= rows_) out.swap(entries_);
+  entries_.clear();
+  rows_ = 0;
+  return out;
+}
+
+void AppendOwnEntries(const std::vector<DirectoryEntry>& entries, arrow::BatchBuilder& b) {
+  const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
+  for (const DirectoryEntry& entry : entries) {
+    b.uint64(0).Append(kReservedSeriesId);
+    b.int64(1).Append(static_cast<int64_t>(entry.series_id));
+    b.int64(2).Append(0);
+    b.timestamp(3).Append(now_us);
+    b.float64(4).Append(kOwnEntryValue);
+    b.binary(5).Append(EncodeEntry(entry));
+    b.uint64(6).AppendNull();
+  }
+}
+
 arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries) {
   arrow::BatchBuilder b(MetricsSchema());
   const int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
@@ -278,7 +337,9 @@ std::string DirectoryHomesAfter(const lance::Dataset& metrics, std::span<const u
   const auto add = [&](const std::set<uint64_t>& homes, const std::set<uint64_t>& describes) {
     out.push_back({{"homes", homes}, {"describes", describes}});
   };
-  for (const DirectoryAppend& a : PresentAppends(metrics)) add(a.homes, a.describes);
+  for (const DirectoryAppend& a : PresentAppends(metrics.Metadata(), FragmentIds(metrics))) {
+    add(a.homes, a.describes);
+  }
   if (!homes.empty()) {
     // The homes are directed fragments too (of no point, so no entry).
     std::set<uint64_t> describes(described.begin(), described.end());
@@ -290,71 +351,83 @@ std::string DirectoryHomesAfter(const lance::Dataset& metrics, std::span<const u
 
 PointsBySeries ReadLatestPoints(const lance::Dataset& at, const std::vector<uint64_t>& ids,
                                 const std::vector<StepSpan>& spans,
-                                const std::optional<std::vector<uint64_t>>& fragments) {
+                                const std::optional<std::vector<uint64_t>>& fragments,
+                                const OwnDirectories& own) {
   PointsBySeries points;
   if (ids.empty() || spans.empty()) return points;
   // One version throughout: the metadata, the directory and the rows.
   const lance::Dataset metrics = at.Clone();
-  std::vector<uint64_t> from = fragments.value_or(std::vector<uint64_t>{});
-  if (!fragments) {
-    for (const auto& f : metrics.Fragments()) from.push_back(f.id);
-  }
-  const std::set<uint64_t> directed = FragmentList(metrics.Metadata(), kDirectedFragmentsKey);
+  const std::map<std::string, std::string> metadata = metrics.Metadata();
+  const std::set<uint64_t> present = FragmentIds(metrics);
+  const std::vector<uint64_t> from =
+      fragments.value_or(std::vector<uint64_t>(present.begin(), present.end()));
+  const std::set<uint64_t> directed = FragmentList(metadata, kDirectedFragmentsKey);
   std::set<uint64_t> directed_from;
-  std::vector<uint64_t> filter_from;
+  std::vector<uint64_t> own_from, filter_from;
   for (uint64_t id : from) {
     if (directed.count(id)) {
       directed_from.insert(id);
+    } else if (own.count(id)) {
+      own_from.push_back(id);
     } else {
       filter_from.push_back(id);
     }
   }
 
+  std::map<uint64_t, RowRanges> by_fragment;
+  std::map<uint64_t, uint64_t> rows_by_series;
   if (!directed_from.empty()) {
-    std::vector<std::string> columns = PointColumns();
-    columns.push_back(lance::kRowAddress);
-    std::map<uint64_t, uint64_t> rows_by_series;
-    const auto by_fragment = DirectedRanges(metrics, ids, spans, directed_from, &rows_by_series);
-    for (const auto& [id, rows] : rows_by_series) points[id].reserve(rows);
-    for (const auto& [fragment_id, ranges] : by_fragment) {
-      // In reads of at most kRangeReadRows rows.
-      RowRanges group;
-      uint64_t rows = 0;
-      const auto read = [&, id = fragment_id] {
-        auto reader = metrics.ReadRanges(id, group, columns);
-        while (auto batch = reader.Next()) CollectPoints(*batch, &points);
-        group.clear();
-        rows = 0;
-      };
-      for (auto [start, stop] : ranges) {
-        while (start < stop) {
-          const uint64_t n = std::min(stop - start, kRangeReadRows - rows);
-          group.emplace_back(start, start + n);
-          rows += n;
-          start += n;
-          if (rows == kRangeReadRows) read();
-        }
+    // The other reserved rows (statistics, level rows, marks) are seven
+    // times the directory's: at 2,000 runs, filtering them all took 5-6 ms,
+    // the directory's own fragment 2 ms.
+    const auto homes = HomesOf(PresentAppends(metadata, present), directed_from);
+    by_fragment = DirectedRanges(metrics, ids, spans, directed_from, homes, &rows_by_series);
+  }
+  for (uint64_t id : own_from) {
+    AddOwnRanges(id, *own.at(id), ids, spans, &by_fragment, &rows_by_series);
+  }
+  MergeRanges(&by_fragment);
+  for (const auto& [id, rows] : rows_by_series) points[id].reserve(rows);
+  std::vector<std::string> columns = PointColumns();
+  columns.push_back(lance::kRowAddress);
+  for (const auto& [fragment_id, ranges] : by_fragment) {
+    // In reads of at most kRangeReadRows rows.
+    RowRanges group;
+    uint64_t rows = 0;
+    const auto read = [&, id = fragment_id] {
+      auto reader = metrics.ReadRanges(id, group, columns);
+      while (auto batch = reader.Next()) CollectPoints(*batch, &points);
+      group.clear();
+      rows = 0;
+    };
+    for (auto [start, stop] : ranges) {
+      while (start < stop) {
+        const uint64_t n = std::min(stop - start, kRangeReadRows - rows);
+        group.emplace_back(start, start + n);
+        rows += n;
+        start += n;
+        if (rows == kRangeReadRows) read();
       }
-      if (!group.empty()) read();
     }
+    if (!group.empty()) read();
   }
   if (!filter_from.empty()) {
     for (const auto& part : Chunks(ids, kMaxFilterIds)) {
       lance::ScanOptions scan;
       scan.columns = PointColumns();
       scan.with_row_address = true;
-      // No list when no fragment is directed: the scan reads every fragment.
-      if (fragments || !directed_from.empty()) scan.fragment_ids = filter_from;
+      // No list when every fragment is filtered: the scan reads them all.
+      if (fragments || filter_from.size() != from.size()) scan.fragment_ids = filter_from;
       scan.filter = SqlIn("series_id", part) + " AND " + SpanFilter(spans);
       auto reader = metrics.Scan(scan);
       while (auto batch = reader.Next()) CollectPoints(*batch, &points);
     }
   }
-  // The directory gives whole strides of rows around the spans.
+  // Entries give whole strides of rows around the spans.
   const std::unordered_set<uint64_t> wanted(ids.begin(), ids.end());
   std::erase_if(points, [&](const auto& series) { return !wanted.count(series.first); });
   for (auto& [id, series] : points) {
-    if (!directed_from.empty()) {
+    if (!by_fragment.empty()) {
       std::erase_if(series, [&](const StoredPoint& p) { return !InSpans(spans, p.step); });
     }
     LatestPerStep(&series);

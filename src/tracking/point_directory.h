@@ -38,13 +38,34 @@
 // filters the reserved rows of every fragment. So a crash
 // between the commits leaves the fragments read by filter; so are fragments
 // rewritten since (a compaction gives rows new fragment ids, never reused)
-// and those no optimize sorted (flushes, other writers).
+// and those no optimize sorted.
+//
+// Flushed fragments carry their own directory. A flush writes each series'
+// points together, in step order (the later of two points at one step
+// after the earlier, as reads rank them), and ends its tail with an entry
+// per series of its own points:
+//
+//   series_id 0, step = the series id, epoch 0,
+//   value = kOwnEntryValue, seq null, stats = the entry, as above, its
+//   offsets in the fragment that holds it
+//
+// and so does the merge of flushed fragments (flush_summaries.h), over the
+// points it copies, an entry wherever a series' run of rows ends. A reader
+// finds them with the fragment's flush summary, taken by address, and
+// trusts them when that summary was read by address (the fragment's rows
+// are as written) and its entries, not overlapping, cover every point row.
+// Fragments whose rows would need more than one entry per kMinOwnEntryRows
+// points (an earlier build's flushes, merged) get none and are read by
+// filter, as are fragments with deleted rows.
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "lance/dataset.h"
@@ -53,6 +74,7 @@
 namespace kv0::tracking {
 
 inline constexpr double kDirectoryRowValue = 4;
+inline constexpr double kOwnEntryValue = 6;
 // Rows between two fences: a read takes at most this many rows more than it
 // needs at each end of each span; the directory costs a fence (a byte or
 // two) per this many points.
@@ -72,7 +94,8 @@ struct DirectoryEntry {
   uint64_t series_id = 0;
   uint64_t fragment_id = 0;
   uint64_t offset = 0;  // of its first row
-  uint64_t count = 0;   // rows, consecutive from offset, steps ascending
+  uint64_t count = 0;   // rows, consecutive from offset, steps ascending (an own entry's
+                        // may repeat a step)
   int64_t last_step = 0;
   std::vector<int64_t> fences;  // the step of rows 0, stride, 2 * stride...
 
@@ -102,12 +125,42 @@ arrow::OwnedStream DirectoryStream(const std::vector<DirectoryEntry>& entries);
 std::string DirectoryHomesAfter(const lance::Dataset& metrics, std::span<const uint64_t> homes,
                                 std::span<const uint64_t> described);
 
+// Fewest points per entry, on average, for which a flush or a merge writes
+// its own entries: one series' single points interleaved with another's
+// would cost a row per point.
+inline constexpr uint64_t kMinOwnEntryRows = 32;
+
+// The entries of rows as a flush or a merge appends them, in order: a new
+// entry wherever the series changes or its step goes back.
+class OwnEntryBuilder {
+ public:
+  void Add(uint64_t series_id, int64_t step);
+  // The entries, or none if they average fewer than kMinOwnEntryRows rows.
+  std::vector<DirectoryEntry> Finish();
+
+ private:
+  std::vector<DirectoryEntry> entries_;
+  uint64_t rows_ = 0;
+};
+
+// Appends `entries` as kOwnEntryValue rows.
+void AppendOwnEntries(const std::vector<DirectoryEntry>& entries, arrow::BatchBuilder& b);
+
+// A flushed fragment's own entries, by series: complete (flush_summaries.h
+// says when they may be trusted).
+struct OwnDirectory {
+  std::unordered_map<uint64_t, std::vector<DirectoryEntry>> by_series;
+};
+// The fragments whose own entries are complete, by fragment id.
+using OwnDirectories = std::map<uint64_t, std::shared_ptr<const OwnDirectory>>;
+
 // The latest point of each step of the series `ids` in `spans`, read from
 // `fragments` of `metrics` (all of them if unset): read by row range from
-// the directed fragments, filtered from the others. Series with no point
-// there are absent.
+// the directed fragments and those of `own`, filtered from the others.
+// Series with no point there are absent.
 PointsBySeries ReadLatestPoints(const lance::Dataset& metrics, const std::vector<uint64_t>& ids,
                                 const std::vector<StepSpan>& spans,
-                                const std::optional<std::vector<uint64_t>>& fragments);
+                                const std::optional<std::vector<uint64_t>>& fragments,
+                                const OwnDirectories& own = {});
 
 }  // namespace kv0::tracking

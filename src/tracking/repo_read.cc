@@ -100,13 +100,21 @@ void StreamChunks(const lance::Dataset& metrics, FlushSummaries& summaries,
     chunk.fragments =
         FlushSummaries::MayHold(by_id, fragments, chunk.ids, {{chunk.start, chunk.stop}});
   }
-  auto state = std::make_shared<std::pair<std::vector<ReadChunk>, size_t>>(std::move(chunks), 0);
+  std::set<uint64_t> read;
+  for (const ReadChunk& chunk : chunks) read.insert(chunk.fragments.begin(), chunk.fragments.end());
+  struct Plan {
+    std::vector<ReadChunk> chunks;
+    size_t next = 0;
+    OwnDirectories own;
+  };
+  auto state = std::make_shared<Plan>(
+      Plan{std::move(chunks), 0,
+           summaries.OwnOf(*dataset, by_id, std::vector<uint64_t>(read.begin(), read.end()))});
   auto next = [dataset, state, times](ArrowArray* out) -> bool {
-    auto& [plan, index] = *state;
-    while (index < plan.size()) {
-      const ReadChunk& chunk = plan[index++];
-      PointsBySeries points =
-          ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}}, chunk.fragments);
+    while (state->next < state->chunks.size()) {
+      const ReadChunk& chunk = state->chunks[state->next++];
+      PointsBySeries points = ReadLatestPoints(*dataset, chunk.ids, {{chunk.start, chunk.stop}},
+                                               chunk.fragments, state->own);
       if (ExportPoints(&points, chunk.ids, times, out)) return true;
     }
     return false;

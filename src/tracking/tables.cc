@@ -103,6 +103,16 @@ void PointBuffer::Append(PointBuffer&& other) {
   other = PointBuffer();
 }
 
+void PointBuffer::AppendPointOf(const PointBuffer& other, size_t i) {
+  series_ids.push_back(other.series_ids[i]);
+  seqs.push_back(other.seqs[i]);
+  steps.push_back(other.steps[i]);
+  epochs.push_back(other.epochs[i]);
+  has_epoch.push_back(other.has_epoch[i]);
+  timestamps_us.push_back(other.timestamps_us[i]);
+  values.push_back(other.values[i]);
+}
+
 void PointBuffer::Clear() {
   series_ids.clear();
   seqs.clear();

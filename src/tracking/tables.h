@@ -69,6 +69,8 @@ struct PointBuffer {
            double value, uint64_t seq, bool dirty, StatsDelta* delta = nullptr);
   // Appends other's points and merges its deltas.
   void Append(PointBuffer&& other);
+  // Appends other's point i, without its delta.
+  void AppendPointOf(const PointBuffer& other, size_t i);
   // Removes every point and delta, keeping the columns' capacity.
   void Clear();
 };

@@ -139,7 +139,8 @@ TEST_F(FlushSummariesTest, ReadByAddressTheyEqualThoseScanned) {
 }
 
 // A merge writes one fragment: its points, then every reserved row of the
-// fragments it merged, then one mark that describes that tail.
+// fragments it merged but their own entries, then its own entries and one
+// mark that describes that tail.
 TEST_F(FlushSummariesTest, AMergeGathersTheReservedRowsAtTheEnd) {
   Repo repo = Repo::Open(Uri(), Opts());
   tracking::Run run = repo.CreateRun(NewRun{.name = "m"});
@@ -159,7 +160,8 @@ TEST_F(FlushSummariesTest, AMergeGathersTheReservedRowsAtTheEnd) {
   metrics = Metrics();
   ASSERT_EQ(metrics.Fragments().size(), 1u);
   const lance::FragmentInfo merged = metrics.Fragments()[0];
-  EXPECT_EQ(merged.physical_rows, rows + 1);  // one mark more
+  // One mark more, and one own entry where each flush had one.
+  EXPECT_EQ(merged.physical_rows, rows - 3 + 1 + 1);
 
   lance::ScanOptions scan;
   scan.columns = {"series_id", "epoch", "value", "stats"};
@@ -182,17 +184,29 @@ TEST_F(FlushSummariesTest, AMergeGathersTheReservedRowsAtTheEnd) {
   ASSERT_EQ(series.size(), merged.physical_rows);
   ASSERT_TRUE(tail.has_value()) << "the last row is not a mark describing the tail";
   EXPECT_EQ(tail->fragment_rows, merged.physical_rows);
-  EXPECT_EQ(last_epoch, 1);  // the flushes' marks count the rest
+  EXPECT_EQ(last_epoch, 1 + 1 - 3);  // the flushes' marks count the rest
   const size_t points = series.size() - tail->tail_rows;
   EXPECT_EQ(points, 300u);
   for (size_t i = 0; i < series.size(); ++i) {
     EXPECT_EQ(series[i] == kReservedSeriesId, i >= points) << "row " << i;
   }
+  // Its summary: levelled (the marks add up) and directed by the one entry.
+  FlushSummaries summaries;
+  const auto by_id = summaries.Of(metrics);
+  EXPECT_TRUE(by_id.at(merged.id)->Levelled());
+  const auto own = summaries.OwnOf(metrics, by_id, {merged.id});
+  ASSERT_EQ(own.count(merged.id), 1u);
+  const uint64_t series_id = SeriesId(run.run_id(), "x", nlohmann::json::object());
+  ASSERT_EQ(own.at(merged.id)->by_series.size(), 1u);
+  const auto& entries = own.at(merged.id)->by_series.at(series_id);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].offset, 0u);
+  EXPECT_EQ(entries[0].count, 300u);
+  EXPECT_EQ(entries[0].last_step, 299);
   // The statistics read from it are the points'.
-  const uint64_t id = SeriesId(run.run_id(), "x", nlohmann::json::object());
-  auto stats = Repo::Open(Uri(), Opts()).GetSeriesStats(std::vector<uint64_t>{id});
-  EXPECT_EQ(stats[id].count, 300u);
-  EXPECT_EQ(stats[id].last_step, 299);
+  auto stats = Repo::Open(Uri(), Opts()).GetSeriesStats(std::vector<uint64_t>{series_id});
+  EXPECT_EQ(stats[series_id].count, 300u);
+  EXPECT_EQ(stats[series_id].last_step, 299);
 }
 
 TEST(FlushTailTest, DecodesWhatItEncodesAndNothingElse) {

@@ -26,6 +26,7 @@
 #include "kv0/tracking.h"
 #include "lance/dataset.h"
 #include "test_util.h"
+#include "tracking/flush_summaries.h"
 #include "tracking/levels.h"
 #include "tracking/schema.h"
 
@@ -318,6 +319,79 @@ TEST_F(PointDirectoryTest, ReadsFindEntriesInTheirHomesOrEverywhereWhenAHomeIsGo
   ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
   Repo reopened = Open();
   ASSERT_NO_FATAL_FAILURE(ExpectWindows(reopened));
+}
+
+// Flushed fragments carry their own entries: each series' points lie
+// together in step order, and reads take them by range while the rows are
+// as the flush or the merge wrote them, and filter once they are not.
+TEST_F(PointDirectoryTest, FlushedFragmentsAreReadThroughTheirOwnEntries) {
+  Repo repo = Open();
+  tracking::Run run = repo.CreateRun(NewRun{.run_id = "flushed"});
+  tracking::Run gone = repo.CreateRun(NewRun{.run_id = "deleted later"});
+  const std::vector<std::string> names = {"a", "b", "c"};
+  for (int flush = 0; flush < 4; ++flush) {
+    // Series interleaved step by step, a step out of order and steps
+    // overwritten (in this flush and the one before).
+    for (int64_t step = 1000 * flush; step < 1000 * (flush + 1); ++step) {
+      for (const std::string& name : names) {
+        Track(run, name, step, static_cast<double>(rng_() % 1000));
+      }
+      Track(gone, "g", step, 1.0);
+      if (step % 97 == 0) Track(run, "a", step - 1000, -2.0);
+      if (step % 89 == 0) Track(run, "b", step - static_cast<int64_t>(rng_() % 5), -3.0);
+    }
+    Track(run, "c", 50 * flush, -4.0);
+    repo.Flush();
+  }
+  const auto own_directed = [&] {
+    FlushSummaries summaries;
+    const lance::Dataset metrics = Metrics();
+    const auto by_id = summaries.Of(metrics);
+    std::vector<uint64_t> ids;
+    for (const auto& [id, summary] : by_id) ids.push_back(id);
+    const auto own = summaries.OwnOf(metrics, by_id, ids);
+    std::map<uint64_t, bool> out;
+    for (uint64_t id : ids) out[id] = own.count(id) > 0;
+    return out;
+  };
+  const auto flushed = own_directed();
+  ASSERT_EQ(flushed.size(), 4u);
+  for (const auto& [id, directed] : flushed) EXPECT_TRUE(directed) << "fragment " << id;
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+
+  // Another handle merges three of them, as automatic compaction does: the
+  // merged fragment gets entries of its own.
+  lance::Dataset metrics = Metrics();
+  std::vector<uint64_t> three;
+  for (const auto& f : metrics.Fragments()) {
+    if (three.size() < 3) three.push_back(f.id);
+  }
+  metrics.CommitUpdate(three, metrics.WriteFragments(MergedFlushesStream(metrics, three)));
+  const auto merged = own_directed();
+  ASSERT_EQ(merged.size(), 2u);
+  for (const auto& [id, directed] : merged) EXPECT_TRUE(directed) << "fragment " << id;
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+
+  // Lance's compaction moves the rows: no entry may be trusted.
+  metrics = Metrics();
+  ASSERT_EQ(metrics.Compact({}).removed.size(), 2u);
+  for (const auto& [id, directed] : own_directed()) EXPECT_FALSE(directed) << "fragment " << id;
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+
+  // A merge of the compacted fragment writes entries again; a run's delete
+  // then leaves deleted rows, and the fragment is filtered.
+  Track(run, "a", 10, 7.0);
+  repo.Flush();
+  metrics = Metrics();
+  std::vector<uint64_t> all;
+  for (const auto& f : metrics.Fragments()) all.push_back(f.id);
+  metrics.CommitUpdate(all, metrics.WriteFragments(MergedFlushesStream(metrics, all)));
+  for (const auto& [id, directed] : own_directed()) EXPECT_TRUE(directed) << "fragment " << id;
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
+  repo.DeleteRuns(std::vector<std::string>{"deleted later"});
+  model_.erase(SeriesId("deleted later", "g", nlohmann::json::object()));
+  for (const auto& [id, directed] : own_directed()) EXPECT_FALSE(directed) << "fragment " << id;
+  ASSERT_NO_FATAL_FAILURE(ExpectWindows(repo));
 }
 
 }  // namespace
