@@ -191,11 +191,31 @@ class FixedWidthBuilder final : public ColumnBuilder {
     AppendValidity(false);
   }
   // Appends values[i] for each i, null where valid[i] is 0 (its value is
-  // still copied, and ignored by readers). The spans have one size.
+  // still copied, and ignored by readers). `valid` is as long as `values`,
+  // or empty: none null.
   void Append(std::span<const T> values, std::span<const uint8_t> valid) {
     const auto* bytes = reinterpret_cast<const uint8_t*>(values.data());
     values_.insert(values_.end(), bytes, bytes + values.size_bytes());
     AppendValidities(values.size(), valid.data());
+  }
+  // Appends values[i] for each i of `rows`, in that order, null where
+  // valid[i] is 0 (`valid` empty: none null); gathered straight into the
+  // column, without a reordered copy first.
+  void AppendRows(std::span<const T> values, std::span<const uint8_t> valid,
+                  std::span<const uint32_t> rows) {
+    const size_t used = values_.size();
+    values_.resize(used + rows.size() * sizeof(T));
+    uint8_t* out = values_.data() + used;
+    for (size_t k = 0; k < rows.size(); ++k) {
+      std::memcpy(out + k * sizeof(T), &values[rows[k]], sizeof(T));
+    }
+    if (valid.empty()) {
+      AppendValid(rows.size());
+      return;
+    }
+    std::vector<uint8_t> picked(rows.size());
+    for (size_t k = 0; k < rows.size(); ++k) picked[k] = valid[rows[k]];
+    AppendValidities(rows.size(), picked.data());
   }
   void Finish(ArrowArray* out) override;
 

@@ -215,28 +215,6 @@ RowsBySeries OrderBySeries(const PointBuffer& points) {
   return out;
 }
 
-// `points` with their rows in the order of `by_series`, gathered a column
-// at a time (the flush runs beside Track, which waits when it falls behind).
-PointBuffer Reordered(const PointBuffer& points, const RowsBySeries& by_series) {
-  std::vector<uint32_t> order;
-  order.reserve(points.size());
-  for (const auto& [id, rows] : by_series) order.insert(order.end(), rows.begin(), rows.end());
-  const auto gather = [&](const auto& from, auto* to) {
-    to->resize(order.size());
-    for (size_t k = 0; k < order.size(); ++k) (*to)[k] = from[order[k]];
-  };
-  PointBuffer out;
-  gather(points.series_ids, &out.series_ids);
-  gather(points.seqs, &out.seqs);
-  gather(points.steps, &out.steps);
-  gather(points.epochs, &out.epochs);
-  gather(points.has_epoch, &out.has_epoch);
-  gather(points.timestamps_us, &out.timestamps_us);
-  gather(points.values, &out.values);
-  out.deltas = points.deltas;
-  return out;
-}
-
 // The level rows of points ordered by `by_series`: per series, the latest
 // point of each step (the last of the step in that order).
 std::vector<LevelRow> FlushLevels(const PointBuffer& points, const RowsBySeries& by_series) {
@@ -269,12 +247,16 @@ arrow::OwnedStream FlushStream(const PointBuffer& points, std::span<const Mark> 
   // Each series' points together, in step order, so that the fragment's
   // own entries find them by range (point_directory.h).
   const RowsBySeries by_series = OrderBySeries(points);
-  const PointBuffer sorted = Reordered(points, by_series);
+  std::vector<uint32_t> order;
+  order.reserve(points.size());
   OwnEntryBuilder entries;
-  for (size_t i = 0; i < sorted.size(); ++i) entries.Add(sorted.series_ids[i], sorted.steps[i]);
+  for (const auto& [id, rows] : by_series) {
+    order.insert(order.end(), rows.begin(), rows.end());
+    for (uint32_t i : rows) entries.Add(id, points.steps[i]);
+  }
 
   arrow::BatchBuilder b(MetricsSchema());
-  AppendMetricsRows(sorted, marks, /*exact_deltas=*/false, b);
+  AppendMetricsRows(points, marks, /*exact_deltas=*/false, b, order);
   OptimizeStats ignored;
   AppendLevelRows(FlushLevels(points, by_series), &ignored, b);
   AppendOwnEntries(entries.Finish(), b);

@@ -233,18 +233,26 @@ arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark
 }
 
 void AppendMetricsRows(const PointBuffer& points, std::span<const Mark> marks, bool exact_deltas,
-                       arrow::BatchBuilder& b) {
-  b.uint64(0).Append(std::span<const uint64_t>(points.series_ids));
-  b.int64(1).Append(std::span<const int64_t>(points.steps));
-  // Whole columns at a time: a flush runs beside Track, and when it falls
-  // behind Track waits for it.
-  b.int64(2).Append(std::span<const int64_t>(points.epochs), points.has_epoch);
-  b.timestamp(3).Append(std::span<const int64_t>(points.timestamps_us));
-  b.float64(4).Append(std::span<const double>(points.values));
-  b.binary(5).AppendNulls(points.size());
+                       arrow::BatchBuilder& b, std::span<const uint32_t> rows) {
   std::vector<uint8_t> has_seq(points.size());
   for (size_t i = 0; i < points.size(); ++i) has_seq[i] = points.seqs[i] != 0;
-  b.uint64(6).Append(std::span<const uint64_t>(points.seqs), has_seq);
+  // Whole columns at a time: a flush runs beside Track, and when it falls
+  // behind Track waits for it.
+  const auto column = [&](auto& builder, const auto& values, std::span<const uint8_t> valid) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    if (rows.empty()) {
+      builder.Append(std::span<const T>(values), valid);
+    } else {
+      builder.AppendRows(std::span<const T>(values), valid, rows);
+    }
+  };
+  column(b.uint64(0), points.series_ids, {});  // no valid list: none null
+  column(b.int64(1), points.steps, {});
+  column(b.int64(2), points.epochs, points.has_epoch);
+  column(b.timestamp(3), points.timestamps_us, {});
+  column(b.float64(4), points.values, {});
+  b.binary(5).AppendNulls(points.size());
+  column(b.uint64(6), points.seqs, has_seq);
   int64_t now_us = static_cast<int64_t>(WallNanos() / 1000);
   for (const auto& [id, delta] : points.deltas) {
     b.uint64(0).Append(kReservedSeriesId);

@@ -118,9 +118,10 @@ arrow::OwnedStream SeriesStream(const std::vector<SeriesInfo>& rows, std::span<c
 // value 1, for optimize's), then the mark rows.
 arrow::OwnedStream MetricsStream(const PointBuffer& points, std::span<const Mark> marks,
                                  bool exact_deltas = false);
-// The same rows, added to a builder of MetricsSchema().
+// The same rows, added to a builder of MetricsSchema(); the points in the
+// order of `rows` (their indexes, each once) if it is not empty.
 void AppendMetricsRows(const PointBuffer& points, std::span<const Mark> marks, bool exact_deltas,
-                       arrow::BatchBuilder& b);
+                       arrow::BatchBuilder& b, std::span<const uint32_t> rows = {});
 
 // Decoding scanned batches (any projection holding the named columns).
 bool IsMarkRunId(std::string_view run_id);

@@ -461,6 +461,32 @@ TEST(ArrowTest, AppendingWithValidityMatchesAppendingEachValue) {
   EXPECT_EQ(got_b, want_b);
 }
 
+// AppendRows gathers rows in any order, with and without a valid list,
+// before and after the column's first null.
+TEST(ArrowTest, AppendingRowsMatchesAppendingEachValueInTheirOrder) {
+  Schema schema = {{"a", Type::kInt64}, {"b", Type::kFloat64}};
+  BatchBuilder builder(schema);
+  const std::vector<int64_t> ints = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const std::vector<double> doubles = {0.5, 1.5, 2.5, 3.5, 4.5, 5.5, 6.5, 7.5, 8.5, 9.5};
+  const std::vector<uint8_t> valid = {1, 1, 0, 1, 1, 1, 0, 1, 1, 1};
+  const std::vector<uint32_t> order = {9, 2, 2, 0, 6, 5, 1, 8, 3, 7, 4};
+  builder.int64(0).AppendRows(ints, {}, std::span(order).first(2));  // no nulls yet
+  builder.int64(0).AppendRows(ints, valid, std::span(order).subspan(2));
+  builder.float64(1).AppendRows(doubles, {}, order);
+  Batch batch = Import(schema, Finish(builder));
+  ASSERT_EQ(batch.num_rows(), static_cast<int64_t>(order.size()));
+  Int64Column a(batch, "a");
+  Float64Column b(batch, "b");
+  for (size_t k = 0; k < order.size(); ++k) {
+    const uint32_t i = order[k];
+    const bool null = k >= 2 && valid[i] == 0;
+    ASSERT_EQ(a.is_null(static_cast<int64_t>(k)), null) << "row " << k;
+    if (!null) EXPECT_EQ(a.value(static_cast<int64_t>(k)), ints[i]) << "row " << k;
+    EXPECT_FALSE(b.is_null(static_cast<int64_t>(k)));
+    EXPECT_EQ(b.value(static_cast<int64_t>(k)), doubles[i]) << "row " << k;
+  }
+}
+
 TEST(ArrowTest, FinishChecksLengthsAndNullability) {
   Schema schema = {{"id", Type::kUInt64, false}, {"key", Type::kBinary}};
   BatchBuilder builder(schema);
